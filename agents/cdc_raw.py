@@ -1,0 +1,43 @@
+"""The cdc_raw folder as a consumer sees it: segments in id order, each with its durable offset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.commitlog.cdc_index import CdcIndex, read_cdc_index
+from agents.commitlog.descriptor import SegmentName, parse_segment_name
+from agents.commitlog.errors import SegmentFormatError
+
+
+@dataclass(slots=True, frozen=True)
+class CdcSegment:
+    """One hard-linked segment and its index; `index` is None while Cassandra has not written one yet."""
+
+    path: Path
+    name: SegmentName
+    index: CdcIndex | None
+
+    @property
+    def index_path(self) -> Path:
+        return self.path.with_name(self.name.index_file)
+
+    def durable_bytes(self) -> bytes:
+        """The segment up to its durable offset: what a reader may decode now without racing Cassandra."""
+        if self.index is None:
+            return b""
+        with self.path.open("rb") as f:
+            return f.read(self.index.offset)
+
+
+def list_cdc_segments(cdc_raw: Path) -> list[CdcSegment]:
+    """Every `CommitLog-<v>-<id>.log` in cdc_raw, oldest id first, with its parsed `_cdc.idx` if any."""
+    segments = []
+    for path in cdc_raw.glob("CommitLog-*.log"):
+        try:
+            name = parse_segment_name(path.name)
+        except SegmentFormatError:
+            continue  # not a segment (e.g. a temporary file): never ours to touch
+        segments.append(CdcSegment(path, name, read_cdc_index(path.with_name(name.index_file))))
+    segments.sort(key=lambda s: s.name.segment_id)
+    return segments

@@ -1,0 +1,5 @@
+import sys
+
+from cdc.cli import main
+
+sys.exit(main())

@@ -1,0 +1,115 @@
+"""`cdc`: one command line for every process of the system and for the local services."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from infra.errors import InfraError
+
+
+def _infra_settings(args: argparse.Namespace):
+    from infra.settings import InfraSettings
+
+    return InfraSettings.from_env(
+        commitlog_sync_period_ms=getattr(args, "commitlog_sync_period_ms", None),
+        start_timeout_s=getattr(args, "timeout", None),
+    )
+
+
+def _cmd_infra_fetch(args: argparse.Namespace) -> int:
+    from infra.artifacts import ensure_cassandra, ensure_kafka
+    from infra.toolchain import find_java, find_maven
+
+    settings = _infra_settings(args)
+    java = find_java()
+    print(f"java {java.version} at {java.executable}; maven at {find_maven()}")
+    print(f"cassandra {settings.cassandra_version} jars: {ensure_cassandra(settings)}")
+    print(f"kafka {settings.kafka_version} jars: {ensure_kafka(settings)}")
+    return 0
+
+
+def _cmd_infra_up(args: argparse.Namespace) -> int:
+    from infra.stack import LocalStack, format_status
+
+    stack = LocalStack(_infra_settings(args))
+    stack.up(nodes=args.nodes, kafka=not args.no_kafka, cassandra=not args.no_cassandra)
+    print(format_status(stack.status()))
+    return 0
+
+
+def _cmd_infra_down(args: argparse.Namespace) -> int:
+    from infra.stack import LocalStack
+
+    LocalStack(_infra_settings(args)).down()
+    return 0
+
+
+def _cmd_infra_status(args: argparse.Namespace) -> int:
+    from infra.stack import LocalStack, format_status
+
+    rows = LocalStack(_infra_settings(args)).status()
+    print(format_status(rows, as_json=args.json))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from cdc.demo import run_demo
+
+    return run_demo(_infra_settings(args), rows=args.rows, rounds=args.rounds)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cdc", description="Change data capture for Apache Cassandra.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    infra = commands.add_parser("infra", help="local Cassandra (CDC on) and Kafka, from Maven Central jars")
+    infra_cmds = infra.add_subparsers(dest="infra_command", required=True)
+    fetch = infra_cmds.add_parser("fetch", help="check Java and Maven, download the jars (once, cached)")
+    fetch.set_defaults(func=_cmd_infra_fetch)
+    up = infra_cmds.add_parser("up", help="start Kafka and Cassandra if not running; wait until they answer")
+    up.add_argument("--nodes", type=int, default=1, help="Cassandra nodes on 127.0.0.1..N (1-3, default 1)")
+    up.add_argument("--no-kafka", action="store_true", help="start Cassandra only")
+    up.add_argument("--no-cassandra", action="store_true", help="start Kafka only")
+    up.add_argument(
+        "--commitlog-sync-period-ms",
+        type=int,
+        help="periodic commit-log sync period (default 100; CDC latency)",
+    )
+    up.add_argument("--timeout", type=int, help="seconds each service may take to become ready (default 240)")
+    up.set_defaults(func=_cmd_infra_up)
+    down = infra_cmds.add_parser("down", help="stop every local service")
+    down.set_defaults(func=_cmd_infra_down)
+    status = infra_cmds.add_parser("status", help="what runs: pids, ports, data and log paths")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=_cmd_infra_status)
+
+    demo = commands.add_parser("demo", help="start local services, write to a CDC table, watch cdc_raw grow")
+    demo.add_argument("--rows", type=int, default=200, help="rows written per round (default 200)")
+    demo.add_argument("--rounds", type=int, default=5, help="rounds of writes (default 5)")
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return args.func(args)
+    except (InfraError, ValueError) as exc:
+        print(f"cdc: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # output piped into `head` and closed early
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Local real services (Cassandra with CDC, KRaft Kafka) installed from Maven Central and run as child JVMs."""

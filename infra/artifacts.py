@@ -1,0 +1,87 @@
+"""Download each service's runtime jars from Maven Central once, into the shared cache.
+
+One POM per service (infra/maven/<service>/pom.xml) so Maven's version mediation never mixes the
+dependency trees of Cassandra and Kafka. A folder is used only after a complete copy, marked by a stamp
+file, so an interrupted download is redone rather than half-used.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from infra.errors import ArtifactDownloadError
+from infra.settings import InfraSettings
+from infra.toolchain import find_maven
+
+log = logging.getLogger(__name__)
+
+POM_DIR = Path(__file__).resolve().parent / "maven"
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+_STAMP = ".complete"
+
+
+def _copy_dependencies(pom: Path, target: Path, properties: dict[str, str]) -> float:
+    if (target / _STAMP).is_file():
+        return 0.0
+    mvn = find_maven()
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    cmd = [
+        str(mvn), "-B", "-q", "-f", str(pom),
+        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging}",
+        *(f"-D{k}={v}" for k, v in properties.items()),
+    ]  # fmt: skip
+    log.info("downloading %s into %s", pom.parent.name, target)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    except subprocess.TimeoutExpired as exc:
+        raise ArtifactDownloadError(f"Maven did not finish resolving {pom} within 30 minutes") from exc
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
+        raise ArtifactDownloadError(
+            f"Maven failed to download the jars of {pom.parent.name} (exit {done.returncode}); "
+            f"check that Maven Central is reachable and ~/.m2/settings.xml. Last output:\n{tail}"
+        )
+    jars = list(staging.glob("*.jar"))
+    if not jars:
+        raise ArtifactDownloadError(f"Maven succeeded for {pom} but copied no jars into {staging}")
+    (staging / _STAMP).write_text(f"{len(jars)} jars\n")
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging.rename(target)
+    return time.monotonic() - started
+
+
+def ensure_cassandra(settings: InfraSettings) -> Path:
+    """The folder of Cassandra's runtime jars, downloading them on first use."""
+    _copy_dependencies(
+        POM_DIR / "cassandra" / "pom.xml",
+        settings.cassandra_lib,
+        {"cassandra.version": settings.cassandra_version},
+    )
+    return settings.cassandra_lib
+
+
+def ensure_kafka(settings: InfraSettings) -> Path:
+    """The folder of Kafka's runtime jars (with a logging backend), downloading them on first use."""
+    _copy_dependencies(
+        POM_DIR / "kafka" / "pom.xml", settings.kafka_libs, {"kafka.version": settings.kafka_version}
+    )
+    return settings.kafka_libs
+
+
+def find_jar(lib: Path, prefix: str) -> Path:
+    """The one jar in `lib` whose name starts with `prefix` (e.g. the jamm agent)."""
+    matches = sorted(lib.glob(f"{prefix}*.jar"))
+    if not matches:
+        raise ArtifactDownloadError(
+            f"no {prefix}*.jar in {lib}; delete {lib.parent} and run `cdc infra fetch`"
+        )
+    return matches[-1]

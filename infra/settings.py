@@ -1,0 +1,91 @@
+"""Where local services keep their files, which versions they run and how they are sized.
+
+Every value has a default that works on a 2-core, 24 GB machine, and an environment override so CI and
+users can move the folders or resize the JVMs without editing code.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CASSANDRA_VERSION = "5.0.8"
+KAFKA_VERSION = "3.9.2"
+
+
+def _env_path(name: str, default: Path) -> Path:
+    value = os.environ.get(name)
+    return Path(value).expanduser().resolve() if value else default
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={value!r} must be a whole number") from None
+
+
+@dataclass(slots=True, frozen=True)
+class InfraSettings:
+    """Settings for one set of local services (one Kafka broker, one Cassandra cluster)."""
+
+    home: Path
+    """Run-time state: data, logs and pid files of every service."""
+    cache: Path
+    """Downloaded jars, shared by every checkout on the machine."""
+    cassandra_version: str = CASSANDRA_VERSION
+    kafka_version: str = KAFKA_VERSION
+    cassandra_heap_mb: int = 1024
+    kafka_heap_mb: int = 512
+    commitlog_sync_period_ms: int = 100
+    cdc_total_space_mb: int = 1024
+    commitlog_segment_size_mb: int = 8
+    start_timeout_s: int = 240
+    cluster_name: str = "cdc-local"
+    kafka_port: int = 9092
+    kafka_controller_port: int = 9093
+    cql_port: int = 9042
+    storage_port: int = 7000
+    jmx_base_port: int = 7199
+    extra_cassandra_yaml: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def logs(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def cassandra_lib(self) -> Path:
+        return self.cache / f"cassandra-{self.cassandra_version}" / "lib"
+
+    @property
+    def kafka_libs(self) -> Path:
+        return self.cache / f"kafka-{self.kafka_version}" / "libs"
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> InfraSettings:
+        """Defaults, then CDC_* environment variables, then explicit overrides (from the command line)."""
+        values: dict[str, object] = {
+            "home": _env_path("CDC_HOME", Path.home() / ".local" / "state" / "cassandra-cdc"),
+            "cache": _env_path("CDC_CACHE_DIR", Path.home() / ".cache" / "cassandra-cdc"),
+            "cassandra_heap_mb": _env_int("CDC_CASSANDRA_HEAP_MB", 1024),
+            "kafka_heap_mb": _env_int("CDC_KAFKA_HEAP_MB", 512),
+            "commitlog_sync_period_ms": _env_int("CDC_COMMITLOG_SYNC_PERIOD_MS", 100),
+            "start_timeout_s": _env_int("CDC_START_TIMEOUT_S", 240),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        settings = cls(**values)  # type: ignore[arg-type]
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if not 1 <= self.commitlog_sync_period_ms <= 10_000:
+            raise ValueError(
+                f"commitlog_sync_period_ms={self.commitlog_sync_period_ms} is out of range 1..10000 "
+                "(CDC latency follows it; 100 ms is the default)"
+            )
+        if self.cassandra_heap_mb < 256 or self.kafka_heap_mb < 128:
+            raise ValueError("cassandra_heap_mb must be >= 256 and kafka_heap_mb >= 128")

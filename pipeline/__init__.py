@@ -1,0 +1,1 @@
+"""PySpark jobs: clean topics into lake tables, bootstrap, batch replay, reconcile."""

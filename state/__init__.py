@@ -1,0 +1,1 @@
+"""RocksDB-backed row-image state shared by the Faust workers and the Spark replay job."""

@@ -1,0 +1,93 @@
+"""The local-services layer fails early and says what, where and what to do."""
+
+from __future__ import annotations
+
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from infra import artifacts
+from infra.errors import ArtifactDownloadError, PortInUseError, ServiceStartError, ToolchainError
+from infra.kafka import KafkaBroker, broker_spec
+from infra.settings import InfraSettings
+from infra.toolchain import find_java, parse_java_version
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "major"),
+    [
+        ('openjdk version "17.0.15" 2025-04-15', 17),
+        ('java version "1.8.0_292"', 8),
+        ('openjdk version "21" x', 21),
+    ],
+)
+def test_java_version_parsing(text: str, major: int) -> None:
+    assert parse_java_version(text)[0] == major
+
+
+def test_missing_java_home_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    with pytest.raises(ToolchainError, match=r"JAVA_HOME=.*no-jdk has no bin/java.*openjdk-17"):
+        find_java()
+
+
+def test_java_absent_from_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ToolchainError, match="Java not found on PATH"):
+        find_java()
+
+
+def test_wrong_java_version_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = tmp_path / "jdk21" / "bin" / "java"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\necho 'openjdk version \"21.0.2\" 2024-01-16' >&2\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk21"))
+    with pytest.raises(ToolchainError, match=r"is Java 21\.0\.2; .*need Java 17"):
+        find_java()
+
+
+def test_port_in_use_is_reported_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        settings = InfraSettings.from_env(home=tmp_path, kafka_port=port, kafka_controller_port=_free_port())
+        broker = KafkaBroker(broker_spec(settings), settings)
+        with pytest.raises(PortInUseError, match=rf"127\.0\.0\.1:{port} already in use"):
+            broker.start()
+    assert not broker.is_running()
+
+
+def test_failed_download_names_the_service_and_shows_maven_output(tmp_path: Path) -> None:
+    settings = InfraSettings.from_env(
+        home=tmp_path, cache=tmp_path / "cache", kafka_version="0.0.0-no-such-release"
+    )
+    with pytest.raises(
+        ArtifactDownloadError, match=r"failed to download the jars of kafka(.|\n)*0\.0\.0-no-such"
+    ):
+        artifacts.ensure_kafka(settings)
+    assert not settings.kafka_libs.exists(), "a failed download must not leave a folder that looks usable"
+
+
+def test_not_ready_in_time_shows_log_tail(tmp_path: Path) -> None:
+    """A broker given one second to start is stopped with the tail of its own log in the error."""
+    settings = InfraSettings.from_env(
+        home=tmp_path, kafka_port=_free_port(), kafka_controller_port=_free_port(), start_timeout_s=1
+    )
+    broker = KafkaBroker(broker_spec(settings), settings)
+    try:
+        with pytest.raises(ServiceStartError, match=r"did not become ready within 1 s(.|\n)*starting kafka"):
+            broker.start()
+    finally:
+        broker.stop()
+    assert not broker.is_running()
