@@ -101,27 +101,73 @@ class NodeSpec:
         return self.root / "conf"
 
 
-def main_cluster_spec(settings: InfraSettings, index: int) -> NodeSpec:
-    """Node `index` (1..3) of the local cluster: address 127.0.0.<index>, seed 127.0.0.1."""
-    if not 1 <= index <= MAX_NODES:
-        raise ValueError(f"node index {index} is outside 1..{MAX_NODES}")
-    name = f"node{index}"
+def _node_spec(
+    settings: InfraSettings,
+    name: str,
+    *,
+    address: str,
+    cluster_name: str,
+    seeds: str,
+    initial_token: int,
+    jmx_port: int,
+    extra_yaml: dict[str, object] | None = None,
+) -> NodeSpec:
     return NodeSpec(
         name=name,
-        address=f"127.0.0.{index}",
-        cluster_name=settings.cluster_name,
-        seeds=f"127.0.0.1:{settings.storage_port}",
-        initial_token=ring_token(index),
+        address=address,
+        cluster_name=cluster_name,
+        seeds=seeds,
+        initial_token=initial_token,
         root=settings.home / "cassandra" / name,
         log_file=settings.logs / f"cassandra-{name}.log",
         cql_port=settings.cql_port,
         storage_port=settings.storage_port,
-        jmx_port=settings.jmx_base_port + 100 * (index - 1),
+        jmx_port=jmx_port,
         heap_mb=settings.cassandra_heap_mb,
         commitlog_sync_period_ms=settings.commitlog_sync_period_ms,
         cdc_total_space_mb=settings.cdc_total_space_mb,
         commitlog_segment_size_mb=settings.commitlog_segment_size_mb,
-        extra_yaml=dict(settings.extra_cassandra_yaml),
+        extra_yaml={**settings.extra_cassandra_yaml, **(extra_yaml or {})},
+    )
+
+
+def main_cluster_spec(settings: InfraSettings, index: int) -> NodeSpec:
+    """Node `index` (1..3) of the local cluster: address 127.0.0.<index>, seed 127.0.0.1."""
+    if not 1 <= index <= MAX_NODES:
+        raise ValueError(f"node index {index} is outside 1..{MAX_NODES}")
+    return _node_spec(
+        settings,
+        f"node{index}",
+        address=f"127.0.0.{index}",
+        cluster_name=settings.cluster_name,
+        seeds=f"127.0.0.1:{settings.storage_port}",
+        initial_token=ring_token(index),
+        jmx_port=settings.jmx_base_port + 100 * (index - 1),
+    )
+
+
+def standalone_spec(
+    settings: InfraSettings,
+    name: str,
+    *,
+    address: str,
+    jmx_port: int,
+    extra_yaml: dict[str, object] | None = None,
+) -> NodeSpec:
+    """A one-node cluster of its own on `address`, beside the main cluster (e.g. another commit-log format).
+
+    It seeds itself and owns the whole ring; `extra_yaml` overrides cassandra.yaml keys, such as
+    `storage_compatibility_mode` or `commitlog_compression`.
+    """
+    return _node_spec(
+        settings,
+        name,
+        address=address,
+        cluster_name=f"{settings.cluster_name}-{name}",
+        seeds=f"{address}:{settings.storage_port}",
+        initial_token=ring_token(1),
+        jmx_port=jmx_port,
+        extra_yaml=extra_yaml,
     )
 
 

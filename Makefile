@@ -1,0 +1,33 @@
+# The two commands a newcomer needs are `make demo` and `make test`; everything else is installed by them.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test soak lint clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml scripts/install-system-deps.sh
+	scripts/install-system-deps.sh
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/cdc infra fetch
+	touch $@
+
+demo: setup
+	$(BIN)/cdc demo
+
+test: setup lint
+	$(BIN)/pytest
+
+soak: setup
+	$(BIN)/pytest -m soak
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	-$(BIN)/cdc infra down
+	rm -rf $(VENV) .pytest_cache .ruff_cache

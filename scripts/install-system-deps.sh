@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Make sure the machine has what the Python project cannot pip-install: Python >= 3.11 with venv,
+# a JDK 17 (Cassandra 5.0, Kafka, Spark) and Maven (downloads the service jars from Maven Central).
+# Installs missing pieces from Debian packages when run as root; otherwise says what to install.
+set -euo pipefail
+
+missing=()
+python="${PYTHON:-python3}"
+if ! "$python" -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  missing+=(python3 python3-venv)
+fi
+java_major=""
+if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then java_bin="$JAVA_HOME/bin/java"; else java_bin="$(command -v java || true)"; fi
+if [ -n "$java_bin" ]; then
+  java_major="$("$java_bin" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)"
+fi
+[ "$java_major" = "17" ] || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing Debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  if [ "$java_major" != "17" ] && [ -d /usr/lib/jvm/java-17-openjdk-amd64 ]; then
+    echo "note: Java 17 installed at /usr/lib/jvm/java-17-openjdk-amd64; set JAVA_HOME to it if another Java comes first on PATH"
+  fi
+else
+  echo "missing: ${missing[*]}; install them (e.g. apt-get install ${missing[*]}) and run again" >&2
+  exit 1
+fi
