@@ -27,7 +27,7 @@ from infra.settings import InfraSettings  # noqa: E402
 from infra.stack import LocalStack  # noqa: E402
 
 
-def timed(fn) -> float:  # noqa: ANN001
+def timed(fn) -> float:
     started = time.monotonic()
     fn()
     return time.monotonic() - started

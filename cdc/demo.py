@@ -57,13 +57,21 @@ def run_demo(settings: InfraSettings, *, rows: int, rounds: int) -> int:
         if not cluster.control_connection.wait_for_schema_agreement():
             print("warning: the nodes do not agree on the schema yet; the first writes may fail")
         print(f"table {KEYSPACE}.{TABLE} WITH cdc = true\n")
-        insert = session.prepare(f"INSERT INTO {KEYSPACE}.{TABLE} (sensor, at, value, note) VALUES (?, ?, ?, ?)")
+        insert = session.prepare(
+            f"INSERT INTO {KEYSPACE}.{TABLE} (sensor, at, value, note) VALUES (?, ?, ?, ?)"
+        )
         for round_no in range(1, rounds + 1):
             before = _offsets(spec.cdc_raw)
             started = time.monotonic()
             for i in range(rows):
                 session.execute(
-                    insert, (f"sensor-{i % 10}", int(time.time() * 1000) + i, i * 0.5, f"note-{uuid.uuid4().hex[:8]}")
+                    insert,
+                    (
+                        f"sensor-{i % 10}",
+                        int(time.time() * 1000) + i,
+                        i * 0.5,
+                        f"note-{uuid.uuid4().hex[:8]}",
+                    ),
                 )
             took = time.monotonic() - started
             segments = _settle(spec.cdc_raw, before)

@@ -6,13 +6,15 @@ disturbs a developer's `cdc infra up` services, and stop at the end unless CDC_K
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
 
-from infra.cassandra import CassandraNode
+from infra.cassandra import CassandraNode, standalone_spec
 from infra.settings import InfraSettings
 from infra.stack import LocalStack
 
@@ -55,3 +57,31 @@ def cassandra_cluster(local_stack: LocalStack) -> list[CassandraNode]:
     """The three-node cluster (127.0.0.1-3); grows the single node the earlier tests used."""
     local_stack.up(nodes=3, kafka=False, report=lambda _msg: None)
     return [local_stack.node(i) for i in (1, 2, 3)]
+
+
+StandaloneFactory = Callable[[str, dict[str, object]], AbstractContextManager[CassandraNode]]
+
+
+@pytest.fixture(scope="session")
+def standalone_cassandra(infra_settings: InfraSettings) -> StandaloneFactory:
+    """Start a one-node cluster with its own cassandra.yaml overrides (on 127.0.1.x) for one `with` block.
+
+    Used for other commit-log formats (descriptor 8, compressed segments); stopped when the block ends
+    so the two cores are not shared with idle JVMs.
+    """
+    numbers = itertools.count(1)
+
+    @contextmanager
+    def start(name: str, extra_yaml: dict[str, object]) -> Iterator[CassandraNode]:
+        n = next(numbers)
+        spec = standalone_spec(
+            infra_settings, name, address=f"127.0.1.{n}", jmx_port=7500 + n, extra_yaml=extra_yaml
+        )
+        node = CassandraNode(spec, infra_settings)
+        try:
+            node.start()
+            yield node
+        finally:
+            node.stop()
+
+    return start

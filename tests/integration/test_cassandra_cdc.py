@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
+from agents.cdc_raw import list_cdc_segments
 from infra.cassandra import CassandraNode
 from infra.cql import connect
-from agents.cdc_raw import list_cdc_segments
 from tests.integration.cdc_raw_view import markers_found, wait_for
 
 
