@@ -6,7 +6,9 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from agents.commitlog.errors import CommitLogError
 from infra.errors import InfraError
 
 
@@ -55,6 +57,13 @@ def _cmd_infra_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_segment_dump(args: argparse.Namespace) -> int:
+    from cdc.segment_dump import dump, expand_targets, load_catalog
+
+    catalog = load_catalog(args.schema_cql, args.host, args.port)
+    return dump(expand_targets(args.paths), catalog, start=args.start, stop=args.stop)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from cdc.demo import run_demo
 
@@ -87,6 +96,28 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(func=_cmd_infra_status)
 
+    segment = commands.add_parser("segment", help="inspect commit-log segments")
+    segment_cmds = segment.add_subparsers(dest="segment_command", required=True)
+    seg_dump = segment_cmds.add_parser(
+        "dump",
+        help="one JSON object per partition update (stdout); damage and errors as JSON lines (stderr)",
+        description="Decode commit-log segments. A folder is read as a cdc_raw folder; a file is read up to "
+        "the offset of the _cdc.idx beside it, or whole when it has none.",
+    )
+    seg_dump.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="segment files or cdc_raw folders"
+    )
+    source = seg_dump.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--schema-cql", type=Path, metavar="FILE", help="CQL DDL whose tables carry WITH ID = <uuid>"
+    )
+    source.add_argument("--host", help="read the schema from this node's system_schema")
+    seg_dump.add_argument("--port", type=int, default=9042, help="CQL port of --host (default 9042)")
+    seg_dump.add_argument("--from", dest="start", type=int, default=0, metavar="POS",
+                          help="logical position to start at (one returned before as a resume position)")  # fmt: skip
+    seg_dump.add_argument("--to", dest="stop", type=int, metavar="POS", help="read no entry ending past POS")
+    seg_dump.set_defaults(func=_cmd_segment_dump)
+
     demo = commands.add_parser("demo", help="start local services, write to a CDC table, watch cdc_raw grow")
     demo.add_argument("--rows", type=int, default=200, help="rows written per round (default 200)")
     demo.add_argument("--rounds", type=int, default=5, help="rounds of writes (default 5)")
@@ -102,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return args.func(args)
-    except (InfraError, ValueError) as exc:
+    except (InfraError, CommitLogError, ValueError) as exc:
         print(f"cdc: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

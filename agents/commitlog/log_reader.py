@@ -1,0 +1,143 @@
+"""Segment bytes to partition updates: framing and mutation decoding joined, with the accounting.
+
+The one entry point the agent, `cdc segment dump`, tests and benchmarks share. It stays pure (no network):
+schema changes found in the log are reported for the caller to act on (reload the catalog), unknown
+tables are counted, damaged or undecodable entries are reported with segment and offset, and reading
+always goes on with the next entry.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from agents.commitlog.descriptor import SegmentDescriptor
+from agents.commitlog.errors import MutationDecodeError, UnknownTableError, UnsupportedSegmentError
+from agents.commitlog.mutation_decoder import decode_mutation
+from agents.commitlog.partition_update import PartitionUpdate
+from agents.commitlog.schema_loader import SchemaChange, schema_changes
+from agents.commitlog.segment_reader import Damage, SegmentScan, Source, StopReason
+from agents.commitlog.table_schema import SchemaCatalog
+
+
+@dataclass(slots=True)
+class ReadStats:
+    """What one read saw besides the updates it returned."""
+
+    entries: int = 0
+    updates: int = 0
+    unknown_tables: Counter[uuid.UUID] = field(default_factory=Counter)
+    decode_errors: list[MutationDecodeError] = field(default_factory=list)
+    schema_changes: list[SchemaChange] = field(default_factory=list)
+
+
+class SegmentDecoder:
+    """Decoded partition updates of one segment read `[start, limit)`, as an iterator.
+
+    `resume_position`, `damage` and `stats` are current while iterating; after the loop `resume_position`
+    is where the next read of the same segment starts (never before an update already returned).
+    Updates of tables in `catalog` are returned whatever their `cdc` flag; filtering is the caller's.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        catalog: SchemaCatalog,
+        *,
+        start: int = 0,
+        limit: int | None = None,
+        completed: bool = False,
+        name: str | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.stats = ReadStats()
+        self._scan = SegmentScan(source, start=start, limit=limit, completed=completed, name=name)
+        descriptor = self._scan.descriptor
+        if descriptor is not None and descriptor.messaging_version is None:
+            self._scan.close()
+            raise UnsupportedSegmentError(
+                f"descriptor version {descriptor.version} (Cassandra 2.x) mutation bodies are not decoded; "
+                "only their framing is read",
+                segment=self._scan.segment,
+                offset=0,
+            )
+
+    @property
+    def segment(self) -> str:
+        return self._scan.segment
+
+    @property
+    def descriptor(self) -> SegmentDescriptor | None:
+        return self._scan.descriptor
+
+    @property
+    def resume_position(self) -> int:
+        return self._scan.resume_position
+
+    @property
+    def damage(self) -> list[Damage]:
+        return self._scan.damage
+
+    @property
+    def stop(self) -> StopReason | None:
+        return self._scan.stop
+
+    @property
+    def finished(self) -> bool:
+        return self._scan.finished
+
+    def __iter__(self) -> Iterator[PartitionUpdate]:
+        segment = self._scan.segment
+        for entry in self._scan:
+            self.stats.entries += 1
+            version = self._scan.descriptor.messaging_version  # set once the header is readable
+            try:
+                updates = decode_mutation(
+                    entry.data,
+                    self.catalog,
+                    messaging_version=version,
+                    segment=segment,
+                    offset=entry.position,
+                )
+            except UnknownTableError as exc:
+                self.stats.unknown_tables[uuid.UUID(str(exc.table_id))] += 1
+                continue
+            except MutationDecodeError as exc:
+                self.stats.decode_errors.append(exc)
+                continue
+            for update in updates:
+                update.position = entry.end
+                if update.keyspace == "system_schema":
+                    self.stats.schema_changes.extend(schema_changes(update))
+            self.stats.updates += len(updates)
+            yield from updates
+
+    def close(self) -> None:
+        self._scan.close()
+
+    def __enter__(self) -> SegmentDecoder:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def decode_segment(
+    source: Source | os.PathLike[str],
+    catalog: SchemaCatalog,
+    *,
+    start: int = 0,
+    limit: int | None = None,
+    completed: bool = False,
+    name: str | None = None,
+) -> tuple[list[PartitionUpdate], SegmentDecoder]:
+    """Read `[start, limit)` whole; the decoder returned carries damage, stats and the resume position."""
+    with SegmentDecoder(source, catalog, start=start, limit=limit, completed=completed, name=name) as decoder:
+        updates = list(decoder)
+    return updates, decoder

@@ -1,0 +1,144 @@
+"""`cdc segment dump`: commit-log segments as JSON lines, one per partition update (like sstabledump).
+
+Updates go to stdout; damage, undecodable entries, unknown tables and unsupported segments go to stderr
+as JSON lines naming the segment and offset. The exit status is 1 when a segment, section or entry
+could not be read or decoded; skipped mutations of tables outside the schema are reported, not failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from agents.cdc_raw import list_cdc_segments
+from agents.commitlog.cdc_index import read_cdc_index
+from agents.commitlog.descriptor import parse_segment_name
+from agents.commitlog.digest import update_digest_hex
+from agents.commitlog.dump_format import render_update
+from agents.commitlog.errors import CommitLogError
+from agents.commitlog.log_reader import SegmentDecoder
+from agents.commitlog.schema_loader import load_schema_from_cql, load_schema_from_session
+from agents.commitlog.table_schema import SchemaCatalog
+
+
+@dataclass(slots=True, frozen=True)
+class DumpTarget:
+    """One segment file and how far to read it: its `_cdc.idx` says so when present."""
+
+    path: Path
+    limit: int | None
+    completed: bool
+
+
+def load_catalog(schema_cql: Path | None, host: str | None, port: int = 9042) -> SchemaCatalog:
+    if schema_cql is not None:
+        return load_schema_from_cql(schema_cql)
+    if host is not None:
+        from infra.cql import connect
+
+        cluster = connect(host, port)
+        try:
+            return load_schema_from_session(cluster.connect())
+        finally:
+            cluster.shutdown()
+    raise ValueError("a schema is needed to decode rows: give --schema-cql FILE or --host HOST")
+
+
+def expand_targets(paths: list[Path]) -> list[DumpTarget]:
+    """Files as given (bounded by their `_cdc.idx` when one sits beside them); folders as cdc_raw folders."""
+    targets: list[DumpTarget] = []
+    for path in paths:
+        if path.is_dir():
+            for segment in list_cdc_segments(path):
+                index = segment.index
+                targets.append(
+                    DumpTarget(
+                        segment.path, index.read_limit if index else None, index.completed if index else True
+                    )
+                )
+        elif path.is_file():
+            index = None
+            with contextlib.suppress(CommitLogError):  # not named like a segment: read it whole
+                index = read_cdc_index(path.with_name(parse_segment_name(path.name).index_file))
+            targets.append(
+                DumpTarget(path, index.read_limit if index else None, index.completed if index else True)
+            )
+        else:
+            raise ValueError(f"{path}: no such file or folder")
+    return targets
+
+
+def _report(err: TextIO, **fields: object) -> None:
+    err.write(json.dumps(fields, default=str) + "\n")
+
+
+def dump(
+    targets: list[DumpTarget],
+    catalog: SchemaCatalog,
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    problems = 0
+    for target in targets:
+        limit = target.limit if stop is None else (stop if target.limit is None else min(stop, target.limit))
+        try:
+            with SegmentDecoder(
+                target.path, catalog, start=start, limit=limit, completed=target.completed
+            ) as decoder:
+                for update in decoder:
+                    out.write(json.dumps(render_update(update, digest=update_digest_hex(update))) + "\n")
+        except CommitLogError as exc:
+            problems += 1
+            _report(
+                err,
+                level="error",
+                segment=exc.segment or target.path.name,
+                offset=exc.offset,
+                reason=exc.reason,
+            )
+            continue
+        for damage in decoder.damage:
+            problems += 1
+            _report(
+                err,
+                level="error",
+                segment=damage.segment,
+                offset=damage.offset,
+                position=damage.position,
+                scope=str(damage.scope),
+                reason=damage.reason,
+            )
+        for error in decoder.stats.decode_errors:
+            problems += 1
+            _report(err, level="error", segment=error.segment, offset=error.offset, reason=error.reason)
+        if decoder.stats.unknown_tables:  # expected for tables outside the given schema: not a failure
+            _report(
+                err,
+                level="warning",
+                segment=decoder.segment,
+                reason="mutations of tables missing from the schema were skipped",
+                unknown_tables={str(k): v for k, v in decoder.stats.unknown_tables.items()},
+            )
+        for change in decoder.stats.schema_changes:
+            _report(err, level="info", segment=decoder.segment, reason="schema change", keyspace=change.keyspace,
+                    table=change.table, kind=change.kind)  # fmt: skip
+        _report(
+            err,
+            level="info",
+            segment=decoder.segment,
+            entries=decoder.stats.entries,
+            updates=decoder.stats.updates,
+            resume_position=decoder.resume_position,
+            stop=str(decoder.stop),
+        )
+    out.flush()
+    return 1 if problems else 0
