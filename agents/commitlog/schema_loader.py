@@ -608,7 +608,12 @@ def load_schema_from_session(
         columns.setdefault((r["keyspace_name"], r["table_name"]), []).append(r)
     dropped: dict[tuple[str, str], list[dict[str, Any]]] = {}
     dropped_names = ("keyspace_name", "table_name", "column_name", "dropped_time", "kind", "type")
-    for r in rows(f"SELECT {', '.join(dropped_names)} FROM system_schema.dropped_columns", dropped_names):
+    # dropped_time read as milliseconds: Cassandra records system.local's dropped thrift_version at
+    # Long.MAX_VALUE µs, a timestamp the driver cannot turn into a datetime (the whole query would fail)
+    dropped_select = ", ".join(dropped_names).replace(
+        "dropped_time", "blobAsBigint(timestampAsBlob(dropped_time)) AS dropped_time"
+    )
+    for r in rows(f"SELECT {dropped_select} FROM system_schema.dropped_columns", dropped_names):
         dropped.setdefault((r["keyspace_name"], r["table_name"]), []).append(r)
 
     found = [(r, r["table_name"]) for r in rows("SELECT * FROM system_schema.tables")]

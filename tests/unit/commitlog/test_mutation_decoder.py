@@ -37,6 +37,7 @@ from agents.commitlog.partition_update import (
 from agents.commitlog.schema_loader import (
     SchemaChange,
     load_schema_from_cql,
+    load_schema_from_session,
     schema_changes,
     system_schema_tables,
     system_table_id,
@@ -682,6 +683,57 @@ def test_dropped_columns(catalog: SchemaCatalog) -> None:
     [newer_row] = results[3].rows
     assert [(c.path_value, c.value) for c in newer_row.cells] == [("k", "v")]
     assert newer_row.complex_deletions[0].deletion.marked_for_delete_at == newer
+
+
+class _DriverLikeSession:
+    """Answers system_schema queries as cassandra-driver does for a real 5.0 node.
+
+    Such a node records system.local's dropped ``thrift_version`` at Long.MAX_VALUE µs; the driver turns a
+    selected ``timestamp`` into a datetime, which cannot hold that, so the whole result fails to decode.
+    """
+
+    MAX_DROPPED_MS = (2**63 - 1) // 1000
+
+    def __init__(self) -> None:
+        self.table_id = uuid.uuid4()
+
+    def execute(self, query: str) -> list[dict[str, object]]:
+        table = query.split("FROM system_schema.")[1].split()[0]
+        if table == "dropped_columns":
+            if "timestampAsBlob(dropped_time)" not in query:
+                raise OverflowError('Failed decoding result column "dropped_time" of type timestamp')
+            dropped = {"kind": "regular", "type": "text"}
+            return [
+                {"keyspace_name": "system", "table_name": "local", "column_name": "thrift_version",
+                 "dropped_time": self.MAX_DROPPED_MS, **dropped},
+                {"keyspace_name": "app", "table_name": "t", "column_name": "gone",
+                 "dropped_time": 1_700_000_000_123, **dropped},
+            ]  # fmt: skip
+        if table == "tables":
+            return [
+                {"keyspace_name": "app", "table_name": "t", "id": self.table_id, "flags": ["compound"]},
+                {"keyspace_name": "system", "table_name": "local", "id": system_table_id("system", "local")},
+            ]
+        if table == "columns":
+            return [
+                {"keyspace_name": "app", "table_name": "t", "column_name": "k", "clustering_order": "none",
+                 "kind": "partition_key", "position": 0, "type": "int"},
+                {"keyspace_name": "system", "table_name": "local", "column_name": "key",
+                 "clustering_order": "none", "kind": "partition_key", "position": 0, "type": "text"},
+            ]  # fmt: skip
+        return []
+
+
+def test_session_schema_reads_dropped_times_a_datetime_cannot_hold() -> None:
+    """Found on a real node: loading the schema failed outright once any column had been dropped."""
+    session = _DriverLikeSession()
+    catalog = load_schema_from_session(session)
+    table = catalog.get(session.table_id)
+    assert table is not None
+    assert table.dropped_time("gone") == 1_700_000_000_123_000  # ms read as a number, kept in µs
+    local = catalog.by_name("system", "local")
+    assert local is not None and local.dropped_time("thrift_version") == session.MAX_DROPPED_MS * 1000
+    assert load_schema_from_session(session, ["app"]).get(session.table_id) is not None
 
 
 def test_several_updates_empty_update_epoch_and_memoryview(catalog: SchemaCatalog) -> None:
