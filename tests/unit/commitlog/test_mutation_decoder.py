@@ -42,7 +42,23 @@ from agents.commitlog.schema_loader import (
     system_schema_tables,
     system_table_id,
 )
+from agents.commitlog.segment_reader import SegmentScan
 from agents.commitlog.table_schema import SchemaCatalog
+
+# =========================================================================================================
+# TEST SCAFFOLDING: a minimal framing walk for uncompressed segments (header, sync markers, entries).
+# The real framing layer lives in segment_reader.py (another module, another engineer); this only gets
+# entry bytes out of the fixtures, checking the CRCs so a wrong walk cannot go unnoticed.
+# =========================================================================================================
+
+
+def _fixture_entries(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(entry offset, mutation bytes) of every entry of a fixture segment, framed by the segment reader."""
+    with SegmentScan(path, completed=True) as scan:
+        for entry in scan:
+            yield entry.position, entry.data
+        assert not scan.damage, scan.damage
+
 
 # =========================================================================================================
 # TEST SCAFFOLDING: a minimal framing walk for uncompressed segments (header, sync markers, entries).
