@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agents.commitlog.errors import CommitLogError
+from agents.errors import AgentError
 from infra.errors import InfraError
 
 
@@ -62,6 +63,16 @@ def _cmd_segment_dump(args: argparse.Namespace) -> int:
 
     catalog = load_catalog(args.schema_cql, args.host, args.port)
     return dump(expand_targets(args.paths), catalog, start=args.start, stop=args.stop)
+
+
+def _cmd_agent(args: argparse.Namespace) -> int:
+    from agents.node_agent import run_agent
+    from cdc.config import load_config
+    from cdc.logs import configure_logging
+
+    config = load_config(args.config)
+    configure_logging(verbose=args.verbose, json_lines=args.log_format == "json")
+    return run_agent(config)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -118,6 +129,17 @@ def build_parser() -> argparse.ArgumentParser:
     seg_dump.add_argument("--to", dest="stop", type=int, metavar="POS", help="read no entry ending past POS")
     seg_dump.set_defaults(func=_cmd_segment_dump)
 
+    agent = commands.add_parser(
+        "agent", help="run the node agent: cdc_raw segments to the raw Kafka topic (one per Cassandra node)"
+    )
+    agent.add_argument(
+        "--config", type=Path, required=True, metavar="FILE", help="YAML config (CDC__* env overrides)"
+    )
+    agent.add_argument(
+        "--log-format", choices=("json", "text"), default="json", help="log lines (default json)"
+    )
+    agent.set_defaults(func=_cmd_agent)
+
     demo = commands.add_parser("demo", help="start local services, write to a CDC table, watch cdc_raw grow")
     demo.add_argument("--rows", type=int, default=200, help="rows written per round (default 200)")
     demo.add_argument("--rounds", type=int, default=5, help="rounds of writes (default 5)")
@@ -133,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return args.func(args)
-    except (InfraError, CommitLogError, ValueError) as exc:
+    except (InfraError, CommitLogError, AgentError, ValueError) as exc:
         print(f"cdc: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

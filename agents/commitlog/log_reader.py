@@ -11,17 +11,32 @@ from __future__ import annotations
 import os
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
 
 from agents.commitlog.descriptor import SegmentDescriptor
-from agents.commitlog.errors import MutationDecodeError, UnknownTableError, UnsupportedSegmentError
+from agents.commitlog.errors import (
+    MutationDecodeError,
+    UnknownColumnError,
+    UnknownTableError,
+    UnsupportedSegmentError,
+)
 from agents.commitlog.mutation_decoder import decode_mutation
 from agents.commitlog.partition_update import PartitionUpdate
 from agents.commitlog.schema_loader import SchemaChange, schema_changes
 from agents.commitlog.segment_reader import Damage, SegmentScan, Source, StopReason
 from agents.commitlog.table_schema import SchemaCatalog
+
+
+class StopBeforeEntry(Exception):
+    """Raised by a schema-miss hook to end the read before the current entry (e.g. Cassandra is down).
+
+    The decoder's `resume_position` then points before that entry, so the next read decodes it again.
+    """
+
+
+SchemaMissHook = Callable[[MutationDecodeError], bool]
 
 
 @dataclass(slots=True)
@@ -52,9 +67,15 @@ class SegmentDecoder:
         limit: int | None = None,
         completed: bool = False,
         name: str | None = None,
+        on_schema_miss: SchemaMissHook | None = None,
     ) -> None:
+        """`on_schema_miss` is called for an unknown table or column: True means "the catalog was
+        reloaded, decode the entry again"; it may raise StopBeforeEntry to end the read there."""
         self.catalog = catalog
         self.stats = ReadStats()
+        self.on_schema_miss = on_schema_miss
+        self._last_end = start
+        self._stopped_before: int | None = None
         self._scan = SegmentScan(source, start=start, limit=limit, completed=completed, name=name)
         descriptor = self._scan.descriptor
         if descriptor is not None and descriptor.messaging_version is None:
@@ -76,6 +97,8 @@ class SegmentDecoder:
 
     @property
     def resume_position(self) -> int:
+        if self._stopped_before is not None:
+            return self._stopped_before
         return self._scan.resume_position
 
     @property
@@ -88,7 +111,12 @@ class SegmentDecoder:
 
     @property
     def finished(self) -> bool:
-        return self._scan.finished
+        return self._stopped_before is None and self._scan.finished
+
+    @property
+    def stopped_early(self) -> bool:
+        """A schema-miss hook ended the read before an entry it could not decode yet."""
+        return self._stopped_before is not None
 
     def __iter__(self) -> Iterator[PartitionUpdate]:
         segment = self._scan.segment
@@ -96,25 +124,34 @@ class SegmentDecoder:
             self.stats.entries += 1
             version = self._scan.descriptor.messaging_version  # set once the header is readable
             try:
-                updates = decode_mutation(
-                    entry.data,
-                    self.catalog,
-                    messaging_version=version,
-                    segment=segment,
-                    offset=entry.position,
-                )
+                updates = self._decode(entry.data, version, segment, entry.position)
+            except StopBeforeEntry:
+                self.stats.entries -= 1
+                self._stopped_before = self._last_end
+                return
             except UnknownTableError as exc:
                 self.stats.unknown_tables[uuid.UUID(str(exc.table_id))] += 1
-                continue
+                updates = []
             except MutationDecodeError as exc:
                 self.stats.decode_errors.append(exc)
-                continue
+                updates = []
             for update in updates:
                 update.position = entry.end
                 if update.keyspace == "system_schema":
                     self.stats.schema_changes.extend(schema_changes(update))
             self.stats.updates += len(updates)
             yield from updates
+            self._last_end = entry.end
+
+    def _decode(self, data: bytes, version: int, segment: str, offset: int) -> list[PartitionUpdate]:
+        try:
+            return decode_mutation(
+                data, self.catalog, messaging_version=version, segment=segment, offset=offset
+            )
+        except (UnknownTableError, UnknownColumnError) as exc:
+            if self.on_schema_miss is None or not self.on_schema_miss(exc):
+                raise
+        return decode_mutation(data, self.catalog, messaging_version=version, segment=segment, offset=offset)
 
     def close(self) -> None:
         self._scan.close()

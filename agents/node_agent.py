@@ -1,0 +1,360 @@
+"""The node agent: cdc_raw segments to the raw Kafka topic, durably, without ever losing a write.
+
+Each cycle lists cdc_raw (segments in id order), reads every segment from where it stopped up to the
+durable offset in its `_cdc.idx`, publishes one raw event per partition update of a captured CDC table,
+saves per-segment offsets once Kafka acknowledged everything before them, and releases (deletes or
+archives) a segment only when it is COMPLETED, read to its end and fully acknowledged. Unreadable data
+is quarantined with a report and reading goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.ack_tracker import AckTracker
+from agents.cdc_raw import CdcSegment, list_cdc_segments
+from agents.commitlog.digest import update_digest
+from agents.commitlog.errors import CommitLogError, MutationDecodeError
+from agents.commitlog.log_reader import SegmentDecoder, StopBeforeEntry
+from agents.health_server import HealthServer
+from agents.metrics import AgentMetrics
+from agents.offset_store import OffsetStore
+from agents.publisher import RawPublisher
+from agents.quarantine import Problem, Quarantine
+from agents.schema_source import MissAction, SchemaSource
+from agents.stop_signal import wait_or_stop
+from cdc.config import AgentConfig, CdcConfig, ConfigError
+from schemas.raw_event import encode_raw_event, encode_raw_key, raw_event_record
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class SegmentProgress:
+    """What the agent knows about one segment in cdc_raw."""
+
+    segment_id: int
+    acks: AckTracker
+    read_position: int
+    created_at: float
+    durable: int = 0
+    reading_done: bool = False
+    sent: int = 0
+    quarantined: bool = False
+    seen_problems: set[tuple[int | None, str]] = field(default_factory=set)
+
+
+class NodeAgent:
+    def __init__(self, config: CdcConfig) -> None:
+        if config.agent is None:
+            raise ConfigError(
+                f"config {config.source} has no `agent:` section (cdc_raw_directory, state_directory)"
+            )
+        self.config = config
+        self.settings: AgentConfig = config.agent
+        self.metrics = AgentMetrics()
+        self.schema = SchemaSource(config.cassandra, cluster_name=config.cluster, metrics=self.metrics)
+        self.publisher = RawPublisher(
+            config.kafka, max_in_flight_bytes=self.settings.max_in_flight_bytes, metrics=self.metrics
+        )
+        self.offsets = OffsetStore(self.settings.state_directory / "offsets.json")
+        self.quarantine = Quarantine(
+            self.settings.quarantine_directory or self.settings.state_directory / "quarantine"
+        )
+        self.progress: dict[int, SegmentProgress] = {}
+        self.stopping = asyncio.Event()
+        self.started = False
+        self.last_cycle = time.monotonic()
+        self.metrics_port: int | None = None
+        self._schema_dirty = False
+        self._last_schema_refresh = time.monotonic()
+        self._last_offset_flush = 0.0
+        self._missing_dir_logged = False
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        self.stopping.set()
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.request_stop)
+        server = HealthServer(
+            self.settings.metrics_bind, self.settings.metrics_port, self.metrics, self.health
+        )
+        self.metrics_port = await server.start()
+        log.info("agent for node %s: cdc_raw %s, metrics on http://%s:%d/metrics", self.settings.node,
+                 self.settings.cdc_raw_directory, self.settings.metrics_bind, self.metrics_port)  # fmt: skip
+        try:
+            if not await self._load_schema() or not await self.publisher.start(self.stopping):
+                return
+            self.started = True
+            await self._publish_schemas()
+            while not self.stopping.is_set():
+                await self.cycle()
+                await wait_or_stop(self.stopping, self.settings.poll_interval_ms / 1000)
+        finally:
+            if self.publisher.connected:
+                await self.publisher.drain(10.0)
+            self._save_offsets(force=True)
+            await self.publisher.stop()
+            self.schema.close()
+            await server.stop()
+            log.info("agent stopped; offsets saved")
+
+    async def _load_schema(self) -> bool:
+        backoff = 0.5
+        while not self.stopping.is_set():
+            if await asyncio.to_thread(self.schema.reload):
+                log.info("schema loaded: %d tables", len(self.schema.catalog))
+                return True
+            await wait_or_stop(self.stopping, backoff)
+            backoff = min(backoff * 2, 10.0)
+        return False
+
+    # -- one pass over cdc_raw -------------------------------------------------------------------------
+
+    async def cycle(self) -> None:
+        folder = self.settings.cdc_raw_directory
+        if not folder.is_dir():
+            if not self._missing_dir_logged:
+                log.warning(
+                    "cdc_raw folder %s does not exist yet; waiting for Cassandra to create it", folder
+                )
+                self._missing_dir_logged = True
+            self.last_cycle = time.monotonic()
+            return
+        self._missing_dir_logged = False
+        segments = list_cdc_segments(folder)
+        present = {s.name.segment_id for s in segments}
+        for gone in [sid for sid in self.progress if sid not in present]:
+            del self.progress[gone]
+        for gone in [sid for sid in self.offsets.segments() if sid not in present]:
+            self.offsets.forget(gone)  # removed by Cassandra (held no CDC data) or released earlier
+        for segment in segments:
+            if self.stopping.is_set():
+                break
+            progress = self._progress(segment)
+            if progress is None or segment.index is None:
+                continue
+            progress.durable = segment.index.offset
+            if not progress.reading_done and (
+                segment.index.completed or progress.read_position < segment.index.offset
+            ):
+                await self._read(segment, progress)
+            self._release_if_done(segment, progress)
+        self._save_offsets()
+        self._update_gauges(folder)
+        if (
+            self._schema_dirty
+            or time.monotonic() - self._last_schema_refresh > self.settings.schema_refresh_interval_s
+        ):
+            await self._refresh_schema()
+        self.last_cycle = time.monotonic()
+
+    def _progress(self, segment: CdcSegment) -> SegmentProgress | None:
+        sid = segment.name.segment_id
+        progress = self.progress.get(sid)
+        if progress is None:
+            try:
+                created = segment.path.stat().st_ctime
+            except FileNotFoundError:
+                return None
+            start = self.offsets.get(sid)
+            progress = SegmentProgress(sid, AckTracker(start), start, created)
+            self.progress[sid] = progress
+        return progress
+
+    async def _read(self, segment: CdcSegment, progress: SegmentProgress) -> None:
+        index = segment.index
+        assert index is not None
+        try:
+            decoder = SegmentDecoder(
+                segment.path,
+                self.schema.catalog,
+                start=progress.read_position,
+                limit=index.read_limit,
+                completed=index.completed,
+                on_schema_miss=self._schema_miss,
+            )
+        except FileNotFoundError:
+            return
+        except CommitLogError as exc:
+            # the whole segment is unreadable (encrypted, unknown version, bad header): keep a copy
+            self._quarantine(
+                segment, progress, [Problem(segment.path.name, exc.offset, None, "segment", exc.reason)]
+            )
+            if index.completed:
+                progress.reading_done = True
+            return
+        cfg = self.config
+        topic = cfg.kafka.raw_topic
+        descriptor = decoder.descriptor
+        with decoder:
+            for update in decoder:
+                if not self.schema.captured(update.schema):
+                    self.metrics.mutations_skipped.labels("not_captured").inc()
+                    continue
+                record = raw_event_record(
+                    update,
+                    cluster=cfg.cluster,
+                    node=self.settings.node,
+                    segment_id=progress.segment_id,
+                    descriptor_version=descriptor.version if descriptor else 0,
+                    digest=update_digest(update),
+                    published_at_ms=int(time.time() * 1000),
+                )
+                end = update.position or 0
+                progress.acks.sent(end)
+                progress.sent += 1
+                await self.publisher.send(
+                    topic,
+                    encode_raw_key(update.keyspace, update.table, update.partition_key),
+                    encode_raw_event(record),
+                    self._on_ack(progress, end),
+                )
+        progress.read_position = max(progress.read_position, decoder.resume_position)
+        progress.acks.read_until(progress.read_position)
+        stats = decoder.stats
+        if stats.unknown_tables:
+            count = sum(stats.unknown_tables.values())
+            self.metrics.mutations_skipped.labels("unknown_table").inc(count)
+            log.warning("%s: %d mutations of tables unknown to the schema skipped (%s)", segment.path.name, count,
+                        ", ".join(str(t) for t in stats.unknown_tables))  # fmt: skip
+        if stats.schema_changes:
+            self._schema_dirty = True
+        problems = [Problem(d.segment, d.offset, d.position, str(d.scope), d.reason) for d in decoder.damage]
+        problems += [
+            Problem(segment.path.name, e.offset, None, "entry", e.reason) for e in stats.decode_errors
+        ]
+        self.metrics.damaged_regions.inc(len(decoder.damage))
+        self.metrics.decode_errors.inc(len(stats.decode_errors))
+        self._quarantine(segment, progress, problems)
+        if decoder.finished:
+            progress.reading_done = True
+
+    def _on_ack(self, progress: SegmentProgress, end: int) -> Callable[[], None]:
+        def acked() -> None:
+            progress.acks.acked(end)
+            self.metrics.acknowledged()
+
+        return acked
+
+    def _schema_miss(self, error: MutationDecodeError) -> bool:
+        action = self.schema.resolve_miss(error)
+        if action is MissAction.WAIT:
+            raise StopBeforeEntry  # decode it on a later cycle, never skip it for want of a schema
+        if action is MissAction.RETRY:
+            self._schema_dirty = True
+        return action is MissAction.RETRY
+
+    def _quarantine(self, segment: CdcSegment, progress: SegmentProgress, problems: list[Problem]) -> None:
+        fresh = [p for p in problems if (p.offset, p.reason) not in progress.seen_problems]
+        if not fresh:
+            return
+        progress.seen_problems.update((p.offset, p.reason) for p in fresh)
+        if self.quarantine.record(segment.path, fresh) and not progress.quarantined:
+            self.metrics.segments_quarantined.inc()
+        progress.quarantined = True
+
+    def _release_if_done(self, segment: CdcSegment, progress: SegmentProgress) -> None:
+        """Delete or archive a COMPLETED segment once every event from it is acknowledged."""
+        if (
+            not progress.reading_done
+            or progress.acks.in_flight
+            or progress.acks.committed < progress.read_position
+        ):
+            return
+        sid = progress.segment_id
+        self.offsets.advance(sid, progress.acks.committed)
+        self.offsets.flush()  # the offset reaches disk before the data leaves cdc_raw
+        files = [segment.path, segment.index_path]
+        try:
+            if self.settings.processed_segments == "archive":
+                archive = self.settings.archive_directory
+                assert archive is not None  # validated with the config
+                archive.mkdir(parents=True, exist_ok=True)
+                for f in files:
+                    shutil.move(str(f), archive / f.name)
+            else:
+                for f in files:
+                    f.unlink(missing_ok=True)
+        except OSError as exc:
+            log.error("cannot release %s: %s (will retry)", segment.path.name, exc)
+            return
+        del self.progress[sid]
+        self.offsets.forget(sid)
+        self.offsets.flush()
+        self.metrics.segments_released.inc()
+        log.info("released %s (%s): %d events acknowledged up to position %d", segment.path.name,
+                 self.settings.processed_segments, progress.sent, progress.acks.committed)  # fmt: skip
+
+    # -- offsets, schema, gauges -----------------------------------------------------------------------
+
+    def _save_offsets(self, *, force: bool = False) -> None:
+        for sid, progress in self.progress.items():
+            self.offsets.advance(sid, progress.acks.committed)
+        now = time.monotonic()
+        if force or now - self._last_offset_flush >= self.settings.offset_flush_interval_ms / 1000:
+            self.offsets.flush()
+            self._last_offset_flush = now
+
+    async def _refresh_schema(self) -> None:
+        self._schema_dirty = False
+        self._last_schema_refresh = time.monotonic()
+        if await asyncio.to_thread(self.schema.reload):
+            await self._publish_schemas()
+
+    async def _publish_schemas(self) -> None:
+        for event in self.schema.pending_events():
+            log.info("publishing schema of %s.%s (%s)%s", event.keyspace, event.table, event.table_id,
+                     " as dropped" if event.dropped else "")  # fmt: skip
+            await self.publisher.send(self.config.kafka.schema_topic, event.key, event.encode(), lambda: None)
+
+    def _update_gauges(self, folder: Path) -> None:
+        total = 0
+        for entry in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                if entry.name.endswith(".log"):
+                    total += entry.stat().st_size
+        self.metrics.update_pressure(total, self.settings.cdc_total_space)
+        now = time.time()
+        behind = [p for p in self.progress.values() if not p.reading_done or p.acks.committed < p.durable]
+        lag = sum(max(0, p.durable - p.acks.committed) for p in self.progress.values())
+        waiting = [p for p in behind if p.acks.committed < p.durable or (p.reading_done and p.acks.in_flight)]
+        self.metrics.lag_bytes.set(lag)
+        self.metrics.oldest_unprocessed_age.set(max((now - p.created_at for p in waiting), default=0.0))
+        self.metrics.segments_pending.set(len(self.progress))
+        self.metrics.update_rate()
+
+    def health(self) -> dict[str, Any]:
+        stalled_after = max(10.0, 20 * self.settings.poll_interval_ms / 1000)
+        age = time.monotonic() - self.last_cycle
+        status = "starting" if not self.started else ("ok" if age < stalled_after else "stalled")
+        return {
+            "status": status,
+            "node": self.settings.node,
+            "kafka_connected": self.publisher.connected,
+            "schema_tables": len(self.schema.catalog),
+            "segments_pending": len(self.progress),
+            "last_cycle_age_s": round(age, 3),
+            "in_flight_bytes": self.publisher.in_flight_bytes,
+        }
+
+
+def run_agent(config: CdcConfig) -> int:
+    agent = NodeAgent(config)
+    asyncio.run(agent.run())
+    return 0

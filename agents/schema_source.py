@@ -1,0 +1,144 @@
+"""The table schemas the agent decodes with: read from Cassandra, refreshed on change, published.
+
+The catalog only grows: a reload merges the node's current system_schema into it, so mutations of a
+table that was dropped (still in older segments) keep decoding. Every CDC table's definition is
+published to the compacted schema topic whenever it changes (ALTER, new table) or is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from enum import Enum
+
+from cassandra.cluster import Cluster, Session
+
+from agents.commitlog.errors import CommitLogError, MutationDecodeError, UnknownColumnError, UnknownTableError
+from agents.commitlog.schema_cql import table_to_cql
+from agents.commitlog.schema_loader import load_schema_from_session
+from agents.commitlog.table_schema import SchemaCatalog, TableSchema
+from agents.metrics import AgentMetrics
+from cdc.config import CassandraConfig
+from schemas.schema_event import SchemaEvent, schema_event
+
+log = logging.getLogger(__name__)
+
+#: a schema miss triggers at most one reload per this many seconds (a dropped table's mutations recur)
+MIN_RELOAD_INTERVAL_S = 2.0
+
+
+class MissAction(Enum):
+    """What to do with an entry whose table or column the catalog does not know."""
+
+    RETRY = "retry"  # the catalog was just reloaded: decode the entry again
+    WAIT = "wait"  # stop before the entry and try again later (Cassandra unreachable, reload too recent)
+    GIVE_UP = "give_up"  # unknown even after a reload that followed it: count it and go on
+
+
+class SchemaSource:
+    def __init__(self, config: CassandraConfig, *, cluster_name: str, metrics: AgentMetrics) -> None:
+        self.config = config
+        self.cluster_name = cluster_name
+        self.metrics = metrics
+        self.catalog = SchemaCatalog()
+        self._cluster: Cluster | None = None
+        self._session: Session | None = None
+        self._published: dict[uuid.UUID, str] = {}
+        self._last_reload = 0.0
+        self._dropped: set[uuid.UUID] = set()
+        self._misses: dict[str, float] = {}
+        self.reachable = False
+
+    def _connect(self) -> Session:
+        if self._session is None:
+            logging.getLogger("cassandra").setLevel(logging.ERROR)
+            cluster = Cluster(self.config.contact_points, port=self.config.port, protocol_version=5,
+                              connect_timeout=5, control_connection_timeout=5)  # fmt: skip
+            try:
+                self._session = cluster.connect()
+            except Exception:
+                cluster.shutdown()
+                raise
+            self._cluster = cluster
+        return self._session
+
+    def reload(self) -> bool:
+        """Merge the node's current schema into the catalog; False (logged) when Cassandra does not answer."""
+        self._last_reload = time.monotonic()
+        try:
+            session = self._connect()
+            keyspaces = self.config.keyspaces or None
+            if keyspaces is not None:
+                keyspaces = [*keyspaces, "system_schema"]
+            fresh = load_schema_from_session(session, keyspaces)
+        except CommitLogError as exc:
+            log.error("schema from Cassandra does not load: %s", exc)
+            self.reachable = True
+            return False
+        except Exception as exc:  # driver errors of every kind mean "not reachable now"
+            log.warning("Cassandra at %s not answering schema queries (%s)", self.config.contact_points, exc)
+            self.reachable = False
+            return False
+        self.reachable = True
+        dropped = {t.table_id for t in self.catalog.tables()} - {t.table_id for t in fresh.tables()}
+        self.catalog.merge(fresh)
+        self._dropped |= dropped
+        self.metrics.schema_reloads.inc()
+        return True
+
+    def resolve_miss(self, error: MutationDecodeError) -> MissAction:
+        """Decoder hook for an unknown table or column (a table created or altered after the last load).
+
+        Reloads at most every MIN_RELOAD_INTERVAL_S; gives up on a name only when a reload made after it
+        was first missed still does not know it (e.g. a dropped table whose mutations are still in the log).
+        """
+        if not isinstance(error, UnknownTableError | UnknownColumnError):
+            return MissAction.GIVE_UP
+        key = error.reason
+        missed_at = self._misses.get(key)
+        if missed_at is not None and self._last_reload > missed_at:
+            return MissAction.GIVE_UP
+        if time.monotonic() - self._last_reload < MIN_RELOAD_INTERVAL_S:
+            self._misses.setdefault(key, time.monotonic())
+            return MissAction.WAIT
+        self._misses[key] = time.monotonic()
+        log.info("reloading the schema: %s", error.reason)
+        return MissAction.RETRY if self.reload() else MissAction.WAIT
+
+    def captured(self, table: TableSchema) -> bool:
+        """Whether the agent publishes this table's mutations."""
+        if not table.cdc:
+            return False
+        return not self.config.keyspaces or table.keyspace in self.config.keyspaces
+
+    def pending_events(self) -> list[SchemaEvent]:
+        """Schema events for captured tables that are new, changed or dropped since the last call."""
+        events = []
+        for table in self.catalog.tables():
+            if not self.captured(table):
+                continue
+            is_dropped = table.table_id in self._dropped
+            text = table_to_cql(table)
+            version = text + ("\n-- dropped" if is_dropped else "")
+            if self._published.get(table.table_id) == version:
+                continue
+            events.append(
+                schema_event(
+                    self.cluster_name,
+                    table.keyspace,
+                    table.table,
+                    str(table.table_id),
+                    cdc=table.cdc,
+                    dropped=is_dropped,
+                    cql=text,
+                )
+            )
+            self._published[table.table_id] = version
+        return events
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.shutdown()
+            self._cluster = None
+            self._session = None

@@ -1,0 +1,243 @@
+"""One YAML configuration for the agent and the worker, with environment overrides and validation.
+
+Every key can be overridden by an environment variable `CDC__<SECTION>__<KEY>` (for example
+`CDC__KAFKA__BOOTSTRAP_SERVERS=broker:9092`); its value is read as a YAML scalar or list. Errors name the
+key, where its value came from (file or variable) and what is expected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+ENV_PREFIX = "CDC__"
+
+
+class ConfigError(ValueError):
+    """The configuration file or an override is missing, malformed or out of range."""
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|TiB)?\s*$", re.IGNORECASE)
+_UNITS = {"b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(value: object) -> int:
+    """Bytes from an integer or a string such as `4096MiB` (the unit style of cassandra.yaml)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError(f"expected a size such as 1024MiB, got {value!r}")
+    return int(match[1]) * _UNITS[(match[2] or "B").lower()]
+
+
+class ByteSize(int):
+    """An int parsed with parse_size, so YAML may say `cdc_total_space: 4096MiB`."""
+
+
+DEFAULT_MAX_IN_FLIGHT = ByteSize(16 * 2**20)
+DEFAULT_CDC_TOTAL_SPACE = ByteSize(4096 * 2**20)  # Cassandra's default cap (or 1/8 of the volume)
+
+
+@dataclass(slots=True, frozen=True)
+class KafkaConfig:
+    bootstrap_servers: str = "127.0.0.1:9092"
+    raw_topic: str = "cdc.raw"
+    schema_topic: str = "cdc.schemas"
+    raw_partitions: int = 12
+    replication_factor: int = 1
+    request_timeout_ms: int = 30_000
+
+
+@dataclass(slots=True, frozen=True)
+class CassandraConfig:
+    contact_points: list[str] = field(default_factory=lambda: ["127.0.0.1"])
+    port: int = 9042
+    keyspaces: list[str] = field(default_factory=list)
+    """Keyspaces whose CDC tables are captured; empty means every keyspace."""
+
+
+@dataclass(slots=True, frozen=True)
+class AgentConfig:
+    cdc_raw_directory: Path
+    state_directory: Path
+    node: str = field(default_factory=socket.gethostname)
+    """Name of the Cassandra node this agent serves; it goes into every event's source."""
+    processed_segments: Literal["delete", "archive"] = "delete"
+    archive_directory: Path | None = None
+    quarantine_directory: Path | None = None
+    """Where unreadable segments are copied with their report; default <state_directory>/quarantine."""
+    poll_interval_ms: int = 50
+    max_in_flight_bytes: ByteSize = DEFAULT_MAX_IN_FLIGHT
+    offset_flush_interval_ms: int = 200
+    cdc_total_space: ByteSize = DEFAULT_CDC_TOTAL_SPACE
+    """The node's cdc_total_space (cassandra.yaml), to report how full cdc_raw is."""
+    schema_refresh_interval_s: int = 60
+    metrics_bind: str = "127.0.0.1"
+    metrics_port: int = 9464
+
+
+@dataclass(slots=True, frozen=True)
+class CdcConfig:
+    cluster: str = "cdc-local"
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    cassandra: CassandraConfig = field(default_factory=CassandraConfig)
+    agent: AgentConfig | None = None
+    worker: dict[str, Any] = field(default_factory=dict)
+    """Read by the worker; kept as given until the worker defines it."""
+    source: str = "<defaults>"
+
+
+def load_config(path: Path | None, *, environ: dict[str, str] | None = None) -> CdcConfig:
+    """Read `path` (YAML), apply CDC__* environment overrides, validate everything."""
+    environ = dict(os.environ) if environ is None else environ
+    data: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text())
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(
+                f"config file {path} must hold a mapping of sections, not {type(loaded).__name__}"
+            )
+        data = loaded or {}
+        origin = {k: f"file {path}" for k in _flatten(data)}
+    for name, value in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        keys = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        if not all(keys):
+            raise ConfigError(f"environment variable {name}: expected CDC__<SECTION>__<KEY>")
+        target = data
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+            if not isinstance(target, dict):
+                raise ConfigError(f"environment variable {name}: {'.'.join(keys[:-1])} is not a section")
+        try:
+            target[keys[-1]] = yaml.safe_load(value) if value != "" else ""
+        except yaml.YAMLError:
+            target[keys[-1]] = value
+        origin[".".join(keys)] = f"environment variable {name}"
+    config = _build(CdcConfig, data, "", origin)
+    return _replace_source(config, str(path) if path else "<environment>")
+
+
+def _replace_source(config: CdcConfig, source: str) -> CdcConfig:
+    values = {f.name: getattr(config, f.name) for f in fields(config)}
+    values["source"] = source
+    return CdcConfig(**values)
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        keys.append(path)
+        if isinstance(value, dict):
+            keys.extend(_flatten(value, path + "."))
+    return keys
+
+
+def _build(cls: type, data: Any, prefix: str, origin: dict[str, str]) -> Any:
+    where = prefix.rstrip(".") or "the top level"
+    if not isinstance(data, dict):
+        raise ConfigError(f"config key {where}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in fields(cls) if f.name != "source"}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        key = prefix + unknown[0]
+        raise ConfigError(
+            f"unknown config key {key} ({origin.get(key, 'file')}); valid keys under {where}: {', '.join(known)}"
+        )
+    values: dict[str, Any] = {}
+    for name, spec in known.items():
+        key = prefix + name
+        if name not in data:
+            if spec.default is MISSING and spec.default_factory is MISSING:
+                raise ConfigError(f"missing required config key {key}")
+            continue
+        values[name] = _coerce(hints[name], data[name], key, origin)
+    if cls is AgentConfig:
+        _check_agent(values, prefix)
+    return cls(**values)
+
+
+def _coerce(hint: Any, value: Any, key: str, origin: dict[str, str]) -> Any:
+    source = origin.get(key, "file")
+    origin_type = get_origin(hint)
+    args = get_args(hint)
+    if origin_type in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(inner, value, key, origin)
+    if hint is Any:
+        return value
+    if isinstance(hint, type) and is_dataclass(hint):
+        return _build(hint, value, key + ".", origin)
+    try:
+        if origin_type is Literal:
+            if value not in args:
+                raise ValueError(f"expected one of {', '.join(map(str, args))}, got {value!r}")
+            return value
+        if origin_type is list:
+            items = (
+                value if isinstance(value, list) else [v.strip() for v in str(value).split(",") if v.strip()]
+            )
+            return [_coerce(args[0], item, key, origin) for item in items]
+        if origin_type is dict:
+            if not isinstance(value, dict):
+                raise ValueError(f"expected a mapping, got {value!r}")
+            return value
+        if hint is ByteSize:
+            size = parse_size(value)
+            if size <= 0:
+                raise ValueError(f"expected a positive size, got {value!r}")
+            return ByteSize(size)
+        if hint is bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"expected true or false, got {value!r}")
+            return value
+        if hint is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"expected a whole number, got {value!r}")
+            if value < 0:
+                raise ValueError(f"expected a number >= 0, got {value}")
+            return value
+        if hint is Path:
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"expected a path, got {value!r}")
+            return Path(value).expanduser()
+        if hint is str:
+            if isinstance(value, dict | list) or value is None:
+                raise ValueError(f"expected text, got {value!r}")
+            return str(value)
+    except ValueError as exc:
+        raise ConfigError(f"config key {key} ({source}): {exc}") from None
+    raise ConfigError(f"config key {key}: unsupported type {hint}")
+
+
+def _check_agent(values: dict[str, Any], prefix: str) -> None:
+    if values.get("processed_segments") == "archive" and values.get("archive_directory") is None:
+        raise ConfigError(
+            f"config key {prefix}archive_directory is required when {prefix}processed_segments is 'archive'"
+        )
+    for name in ("poll_interval_ms", "offset_flush_interval_ms", "schema_refresh_interval_s"):
+        if name in values and values[name] == 0:
+            raise ConfigError(f"config key {prefix}{name} must be greater than 0")
+    port = values.get("metrics_port")
+    if port is not None and not 0 <= port <= 65535:
+        raise ConfigError(f"config key {prefix}metrics_port: {port} is not a TCP port")

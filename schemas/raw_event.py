@@ -1,0 +1,130 @@
+"""Raw events (agent -> raw topic): one Avro record per partition update, values left serialized."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from fastavro import schemaless_reader, schemaless_writer
+
+from agents.commitlog.partition_update import DeletionTime, PartitionUpdate, RangeTombstoneBoundary, Row
+from schemas import load_avro_schema
+
+RAW_FORMAT = 1
+
+
+class RawEventError(ValueError):
+    """A raw event or key that does not decode, or of a format this reader does not know."""
+
+
+def _deletion(deletion: DeletionTime | None) -> dict[str, int] | None:
+    if deletion is None:
+        return None
+    return {"timestamp": deletion.marked_for_delete_at, "local_deletion_time": deletion.local_deletion_time}
+
+
+def _row(row: Row) -> dict[str, Any]:
+    return {
+        "clustering": list(row.clustering_raw),
+        "liveness": None
+        if row.timestamp is None
+        else {"timestamp": row.timestamp, "ttl": row.ttl, "local_expiration_time": row.local_expiration_time},
+        "deletion": _deletion(row.deletion),
+        "complex_deletions": [
+            {"column": d.column.name, "deletion": _deletion(d.deletion)} for d in row.complex_deletions
+        ],
+        "cells": [
+            {
+                "column": c.column.name,
+                "path": c.path,
+                "timestamp": c.timestamp,
+                "ttl": c.ttl,
+                "local_deletion_time": c.local_deletion_time,
+                "flags": c.flags & 0x07,
+                "value": c.raw,
+            }
+            for c in row.cells
+        ],
+    }
+
+
+def raw_event_record(
+    update: PartitionUpdate,
+    *,
+    cluster: str,
+    node: str,
+    segment_id: int,
+    descriptor_version: int,
+    digest: bytes,
+    published_at_ms: int,
+) -> dict[str, Any]:
+    markers = []
+    for marker in update.range_tombstones:
+        if isinstance(marker, RangeTombstoneBoundary):
+            closes, opens = marker.end_deletion, marker.start_deletion
+        else:
+            closes, opens = marker.deletion, None
+        markers.append(
+            {
+                "kind": int(marker.kind),
+                "clustering": list(marker.clustering_raw),
+                "deletion": _deletion(closes),
+                "start_deletion": _deletion(opens),
+            }
+        )
+    return {
+        "format": RAW_FORMAT,
+        "source": {
+            "cluster": cluster,
+            "node": node,
+            "segment_id": segment_id,
+            "descriptor_version": descriptor_version,
+            "entry_offset": update.offset or 0,
+            "position": update.position or 0,
+            "published_at_ms": published_at_ms,
+        },
+        "keyspace": update.keyspace,
+        "table": update.table,
+        "table_id": str(update.table_id),
+        "partition_key": update.partition_key,
+        "digest": digest,
+        "is_counter": update.is_counter,
+        "partition_deletion": _deletion(update.partition_deletion),
+        "static_row": _row(update.static_row) if update.static_row is not None else None,
+        "rows": [_row(r) for r in update.rows],
+        "range_tombstones": markers,
+    }
+
+
+def encode_raw_event(record: dict[str, Any]) -> bytes:
+    out = io.BytesIO()
+    schemaless_writer(out, load_avro_schema("raw_mutation"), record)
+    return out.getvalue()
+
+
+def decode_raw_event(data: bytes) -> dict[str, Any]:
+    try:
+        record = schemaless_reader(io.BytesIO(data), load_avro_schema("raw_mutation"), None)
+    except Exception as exc:  # fastavro raises many types for bad bytes
+        raise RawEventError(f"raw event does not decode ({len(data)} bytes): {exc}") from exc
+    if record["format"] != RAW_FORMAT:
+        raise RawEventError(f"raw event format {record['format']} is not {RAW_FORMAT}; upgrade the reader")
+    return record
+
+
+def encode_raw_key(keyspace: str, table: str, partition_key: bytes) -> bytes:
+    out = io.BytesIO()
+    schemaless_writer(
+        out,
+        load_avro_schema("raw_key"),
+        {"keyspace": keyspace, "table": table, "partition_key": partition_key},
+    )
+    return out.getvalue()
+
+
+def decode_raw_key(data: bytes) -> tuple[str, str, bytes]:
+    try:
+        record = schemaless_reader(io.BytesIO(data), load_avro_schema("raw_key"), None)
+    except Exception as exc:  # fastavro raises many types for bad bytes
+        raise RawEventError(f"raw key does not decode: {data[:40]!r}") from exc
+    return record["keyspace"], record["table"], record["partition_key"]
