@@ -1,0 +1,75 @@
+"""Raw events carry a partition update losslessly; keys are the same for every replica's copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agents.commitlog.digest import update_digest
+from agents.commitlog.log_reader import decode_segment
+from agents.commitlog.partition_update import PartitionUpdate
+from agents.commitlog.schema_loader import load_schema_from_cql
+from schemas.raw_event import (
+    RawEventError,
+    decode_raw_event,
+    decode_raw_key,
+    encode_raw_event,
+    encode_raw_key,
+    raw_event_record,
+)
+
+
+@pytest.fixture(scope="module")
+def updates(legacy_commitlog_dir: Path) -> list[PartitionUpdate]:
+    folder = legacy_commitlog_dir / "4.0.11-encrypted"
+    cfid = next(
+        line.split("=", 1)[1]
+        for line in (folder / "hash.txt").read_text().splitlines()
+        if line.startswith("cfid=")
+    )
+    catalog = load_schema_from_cql(
+        f'CREATE TABLE "Keyspace1"."Standard1" (key ascii, col ascii, val blob, val0 blob, '
+        f"PRIMARY KEY (key, col)) WITH ID = {cfid};"
+    )
+    found, _ = decode_segment(next(folder.glob("*.log")), catalog, completed=True)
+    assert found
+    return found
+
+
+def test_event_round_trip_keeps_every_cell(updates: list[PartitionUpdate]) -> None:
+    for update in updates:
+        record = raw_event_record(update, cluster="c", node="n1", segment_id=7, descriptor_version=7,
+                                  digest=update_digest(update), published_at_ms=1)  # fmt: skip
+        back = decode_raw_event(encode_raw_event(record))
+        assert back["keyspace"] == update.keyspace and back["table"] == update.table
+        assert back["table_id"] == str(update.table_id)
+        assert back["partition_key"] == update.partition_key
+        assert back["digest"] == update_digest(update)
+        assert (
+            back["source"]["position"] == update.position and back["source"]["entry_offset"] == update.offset
+        )
+        rows = back["rows"]
+        assert len(rows) == len(update.rows)
+        for row, original in zip(rows, update.rows, strict=True):
+            assert row["clustering"] == list(original.clustering_raw)
+            expected_liveness = None if original.timestamp is None else original.timestamp
+            assert (row["liveness"] and row["liveness"]["timestamp"]) == expected_liveness
+            assert [
+                (c["column"], c["timestamp"], c["ttl"], c["local_deletion_time"], c["value"])
+                for c in row["cells"]
+            ] == [(c.column.name, c.timestamp, c.ttl, c.local_deletion_time, c.raw) for c in original.cells]
+
+
+def test_key_is_replica_independent_and_round_trips(updates: list[PartitionUpdate]) -> None:
+    update = updates[0]
+    key = encode_raw_key(update.keyspace, update.table, update.partition_key)
+    assert key == encode_raw_key(update.keyspace, update.table, bytes(update.partition_key))
+    assert decode_raw_key(key) == (update.keyspace, update.table, update.partition_key)
+    other = encode_raw_key(update.keyspace, update.table, update.partition_key + b"x")
+    assert other != key
+
+
+def test_garbage_is_a_clear_error() -> None:
+    with pytest.raises(RawEventError, match="raw event does not decode"):
+        decode_raw_event(b"\x02\xff\xff")
