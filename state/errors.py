@@ -1,0 +1,15 @@
+"""Errors of the merge core: each names what could not be merged and why."""
+
+from __future__ import annotations
+
+
+class StateError(ValueError):
+    """A raw event or value the merge core cannot apply (malformed, or for another partition)."""
+
+
+class ClusteringValueError(StateError):
+    """A clustering or collection-path value whose bytes do not fit its type: it has no place in the order."""
+
+
+class CounterContextError(StateError):
+    """A counter cell whose CounterContext cannot be merged (malformed, or pre-2.1 local shards)."""
