@@ -54,6 +54,7 @@ from agents.commitlog.cql_types import (
     TupleType,
     UserType,
     VectorType,
+    read_sized_element,
     read_unsigned_vint,
 )
 from agents.commitlog.table_schema import ClusteringOrder, TableSchema
@@ -236,17 +237,6 @@ def _nested(encode: ValueEncoder) -> Callable[[bytes | None], bytes]:
     return nested
 
 
-def _sized(data: bytes, pos: int) -> tuple[bytes | None, int]:
-    size = _I32.unpack_from(data, pos)[0]
-    pos += 4
-    if size < 0:
-        return None, pos
-    end = pos + size
-    if end > len(data):
-        raise ClusteringValueError("a frozen value's element runs past its end")
-    return data[pos:end], end
-
-
 def _collection_encoder(element: CqlType) -> ValueEncoder:
     nested = _nested(value_encoder(element))
 
@@ -255,7 +245,7 @@ def _collection_encoder(element: CqlType) -> ValueEncoder:
         pos = 4
         parts = []
         for _ in range(count):
-            item, pos = _sized(b, pos)
+            item, pos = read_sized_element(b, pos)
             parts.append(nested(item))
         parts.append(b"\x00")
         return b"".join(parts)
@@ -272,8 +262,8 @@ def _map_encoder(key: CqlType, value: CqlType) -> ValueEncoder:
         pos = 4
         parts = []
         for _ in range(count):
-            k, pos = _sized(b, pos)
-            v, pos = _sized(b, pos)
+            k, pos = read_sized_element(b, pos)
+            v, pos = read_sized_element(b, pos)
             parts.append(nested_key(k))
             parts.append(nested_value(v))
         parts.append(b"\x00")
@@ -291,7 +281,7 @@ def _fields_encoder(types: Sequence[CqlType]) -> ValueEncoder:
         while pos < len(b):
             if len(fields) == len(nested):
                 raise ClusteringValueError(f"tuple/UDT value has more than {len(nested)} fields")
-            item, pos = _sized(b, pos)
+            item, pos = read_sized_element(b, pos)
             fields.append(item)
         while fields and fields[-1] is None:
             fields.pop()

@@ -443,7 +443,7 @@ class CustomType(CqlType):
         return data
 
 
-def _read_sized(data: bytes, pos: int) -> tuple[bytes | None, int]:
+def read_sized_element(data: bytes, pos: int) -> tuple[bytes | None, int]:
     """One int32-length-prefixed element of a frozen collection/tuple/UDT (negative length = null)."""
     size = _I32.unpack_from(data, pos)[0]
     pos += 4
@@ -462,7 +462,7 @@ def _elements(data: bytes) -> list[bytes | None]:
     pos = 4
     out: list[bytes | None] = []
     for _ in range(count):
-        item, pos = _read_sized(data, pos)
+        item, pos = read_sized_element(data, pos)
         out.append(item)
     if pos != len(data):
         raise ValueError(f"{len(data) - pos} trailing bytes after {count} elements")
@@ -584,8 +584,8 @@ def _elements_pairs(data: bytes) -> list[tuple[bytes | None, bytes | None]]:
     pos = 4
     out = []
     for _ in range(count):
-        key, pos = _read_sized(data, pos)
-        value, pos = _read_sized(data, pos)
+        key, pos = read_sized_element(data, pos)
+        value, pos = read_sized_element(data, pos)
         out.append((key, value))
     if pos != len(data):
         raise ValueError(f"{len(data) - pos} trailing bytes after {count} map entries")
@@ -599,7 +599,7 @@ def _fields(data: bytes, limit: int, what: str) -> list[bytes | None]:
     while pos < len(data):
         if len(out) == limit:
             raise ValueError(f"{what} value has more than {limit} fields")
-        item, pos = _read_sized(data, pos)
+        item, pos = read_sized_element(data, pos)
         out.append(item)
     return out
 

@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 
 from agents.commitlog.digest import update_digest
-from agents.commitlog.log_reader import decode_segment
 from agents.commitlog.partition_update import PartitionUpdate
-from agents.commitlog.schema_loader import load_schema_from_cql
 from schemas.raw_event import (
     RawEventError,
     decode_raw_event,
@@ -18,21 +16,12 @@ from schemas.raw_event import (
     encode_raw_key,
     raw_event_record,
 )
+from tests.unit.legacy_fixtures import decode_fixture
 
 
 @pytest.fixture(scope="module")
 def updates(legacy_commitlog_dir: Path) -> list[PartitionUpdate]:
-    folder = legacy_commitlog_dir / "4.0.11-encrypted"
-    cfid = next(
-        line.split("=", 1)[1]
-        for line in (folder / "hash.txt").read_text().splitlines()
-        if line.startswith("cfid=")
-    )
-    catalog = load_schema_from_cql(
-        f'CREATE TABLE "Keyspace1"."Standard1" (key ascii, col ascii, val blob, val0 blob, '
-        f"PRIMARY KEY (key, col)) WITH ID = {cfid};"
-    )
-    found, _ = decode_segment(next(folder.glob("*.log")), catalog, completed=True)
+    found, _ = decode_fixture(legacy_commitlog_dir / "4.0.11-encrypted")
     assert found
     return found
 

@@ -11,6 +11,7 @@ from agents.commitlog.digest import upstream_hash
 from agents.commitlog.log_reader import decode_segment
 from agents.commitlog.schema_loader import load_schema_from_cql
 from cdc.cli import main
+from tests.unit.legacy_fixtures import read_hash_txt, standard1_cql
 
 CELL_KEYS = {"column", "path", "timestamp", "ttl", "local_deletion_time", "tombstone", "value", "raw"}
 UPDATE_KEYS = {"keyspace", "table", "table_id", "partition_key", "digest", "position", "partition_deletion",
@@ -18,20 +19,12 @@ UPDATE_KEYS = {"keyspace", "table", "table_id", "partition_key", "digest", "posi
 ROW_KEYS = {"clustering", "liveness", "deletion", "cells"}
 
 
-def _hash_txt(folder: Path) -> dict[str, str]:
-    lines = folder.joinpath("hash.txt").read_text().splitlines()
-    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
-
-
 @pytest.fixture
 def fixture_40(legacy_commitlog_dir: Path, tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     folder = legacy_commitlog_dir / "4.0.11-encrypted"
-    expected = _hash_txt(folder)
+    expected = read_hash_txt(folder)
     schema = tmp_path / "schema.cql"
-    schema.write_text(
-        'CREATE TABLE "Keyspace1"."Standard1" (key ascii, col ascii, val blob, val0 blob, '
-        f"PRIMARY KEY (key, col)) WITH ID = {expected['cfid']};\n"
-    )
+    schema.write_text(standard1_cql(expected["cfid"]))
     return folder, schema, expected
 
 

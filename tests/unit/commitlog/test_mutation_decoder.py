@@ -44,6 +44,7 @@ from agents.commitlog.schema_loader import (
 )
 from agents.commitlog.segment_reader import SegmentScan
 from agents.commitlog.table_schema import SchemaCatalog
+from tests.unit.legacy_fixtures import read_hash_txt, standard1_cql
 
 # =========================================================================================================
 # TEST SCAFFOLDING: a minimal framing walk for uncompressed segments (header, sync markers, entries).
@@ -973,26 +974,17 @@ CREATE TABLE system.sstable_activity (keyspace_name text, columnfamily_name text
 FIXTURES = [("4.0.11-encrypted", 12), ("3.0.29-encrypted", 10), ("3.0.13-encrypted", 10)]
 
 
-def _hash_txt(folder: Path) -> dict[str, str]:
-    lines = folder.joinpath("hash.txt").read_text().splitlines()
-    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
-
-
-def _standard1(cfid: str) -> str:
-    # §11.2: key ascii, clustering ascii, val blob (the 3.0 makers' table also had val0)
-    columns = "key ascii, col ascii, val blob, val0 blob, PRIMARY KEY (key, col)"
-    return f'CREATE TABLE "Keyspace1"."Standard1" ({columns}) WITH ID = {cfid};'
-
-
 def _entries(folder: Path) -> list[tuple[str, int, bytes]]:
     return [(p.name, off, body) for p in sorted(folder.glob("*.log")) for off, body in _fixture_entries(p)]
 
 
 @pytest.mark.parametrize(("name", "version"), FIXTURES)
-def test_fixture_cells_and_hash_match_hash_txt(legacy_commitlog_dir: Path, name: str, version: int) -> None:
+def test_fixture_cells_and_hash_matchread_hash_txt(
+    legacy_commitlog_dir: Path, name: str, version: int
+) -> None:
     folder = legacy_commitlog_dir / name
-    expected = _hash_txt(folder)
-    catalog = load_schema_from_cql(_standard1(expected["cfid"]))
+    expected = read_hash_txt(folder)
+    catalog = load_schema_from_cql(standard1_cql(expected["cfid"]))
     updates: list[PartitionUpdate] = []
     unknown: dict[str, int] = {}
     for segment, offset, body in _entries(folder):
@@ -1019,7 +1011,7 @@ def test_fixture_cells_and_hash_match_hash_txt(legacy_commitlog_dir: Path, name:
 def test_4_0_11_worked_example(legacy_commitlog_dir: Path) -> None:
     """The first test-table entry, as dissected byte by byte in §5."""
     folder = legacy_commitlog_dir / "4.0.11-encrypted"
-    catalog = load_schema_from_cql(_standard1(_hash_txt(folder)["cfid"]))
+    catalog = load_schema_from_cql(standard1_cql(read_hash_txt(folder)["cfid"]))
     [(segment, offset, body)] = [e for e in _entries(folder) if e[1] == 1584]
     [update] = decode_mutation(body, catalog, messaging_version=12, segment=segment, offset=offset)
     assert update.partition_key == b"ols (CASSANDRA-8"
@@ -1032,7 +1024,7 @@ def test_4_0_11_worked_example(legacy_commitlog_dir: Path) -> None:
 @pytest.mark.parametrize(("name", "version"), FIXTURES)
 def test_fixture_system_mutations_decode_fully(legacy_commitlog_dir: Path, name: str, version: int) -> None:
     folder = legacy_commitlog_dir / name
-    catalog = load_schema_from_cql(SYSTEM_DDL + _standard1(_hash_txt(folder)["cfid"]))
+    catalog = load_schema_from_cql(SYSTEM_DDL + standard1_cql(read_hash_txt(folder)["cfid"]))
     for table in system_schema_tables():
         catalog.add(table)
     unknown = set()
@@ -1074,7 +1066,7 @@ def test_fixture_features_counted_in_the_format_notes(legacy_commitlog_dir: Path
     )
     for name, version in FIXTURES:
         folder = legacy_commitlog_dir / name
-        catalog = load_schema_from_cql(SYSTEM_DDL + _standard1(_hash_txt(folder)["cfid"]))
+        catalog = load_schema_from_cql(SYSTEM_DDL + standard1_cql(read_hash_txt(folder)["cfid"]))
         for table in system_schema_tables():
             catalog.add(table)
         for segment, offset, body in _entries(folder):

@@ -9,12 +9,11 @@ from typing import Any
 import pytest
 
 from agents.commitlog.digest import update_digest
-from agents.commitlog.log_reader import decode_segment
-from agents.commitlog.schema_loader import load_schema_from_cql
 from agents.commitlog.table_schema import TableSchema
 from schemas.raw_event import decode_raw_event, encode_raw_event, raw_event_record
 from state.partition_state import PartitionState
 from state.row_image import decode_row, partition_images
+from tests.unit.legacy_fixtures import decode_fixture
 from tests.unit.state.support import shuffled_with_duplicates
 
 NOW = 1_700_000_000
@@ -22,17 +21,7 @@ NOW = 1_700_000_000
 
 @pytest.fixture(scope="module")
 def fixture_events(legacy_commitlog_dir: Path) -> tuple[TableSchema, list[dict[str, Any]]]:
-    folder = legacy_commitlog_dir / "4.0.11-encrypted"
-    cfid = next(
-        line.split("=", 1)[1]
-        for line in (folder / "hash.txt").read_text().splitlines()
-        if line.startswith("cfid=")
-    )
-    catalog = load_schema_from_cql(
-        f'CREATE TABLE "Keyspace1"."Standard1" (key ascii, col ascii, val blob, val0 blob, '
-        f"PRIMARY KEY (key, col)) WITH ID = {cfid};"
-    )
-    updates, _ = decode_segment(next(folder.glob("*.log")), catalog, completed=True)
+    updates, catalog = decode_fixture(legacy_commitlog_dir / "4.0.11-encrypted")
     schema = catalog.by_name("Keyspace1", "Standard1")
     assert schema is not None and updates
     events = [
