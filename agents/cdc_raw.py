@@ -17,6 +17,8 @@ class CdcSegment:
     path: Path
     name: SegmentName
     index: CdcIndex | None
+    index_error: str | None = None
+    """Why the `_cdc.idx` beside it is unreadable (never written so by Cassandra: reported, not fatal)."""
 
     @property
     def index_path(self) -> Path:
@@ -38,6 +40,9 @@ def list_cdc_segments(cdc_raw: Path) -> list[CdcSegment]:
             name = parse_segment_name(path.name)
         except SegmentFormatError:
             continue  # not a segment (e.g. a temporary file): never ours to touch
-        segments.append(CdcSegment(path, name, read_cdc_index(path.with_name(name.index_file))))
+        try:
+            segments.append(CdcSegment(path, name, read_cdc_index(path.with_name(name.index_file))))
+        except SegmentFormatError as exc:
+            segments.append(CdcSegment(path, name, None, exc.reason))
     segments.sort(key=lambda s: s.name.segment_id)
     return segments

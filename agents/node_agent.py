@@ -51,6 +51,7 @@ class SegmentProgress:
     reading_done: bool = False
     sent: int = 0
     quarantined: bool = False
+    index_error_logged: bool = False
     seen_problems: set[tuple[int | None, str]] = field(default_factory=set)
 
 
@@ -147,7 +148,13 @@ class NodeAgent:
             if self.stopping.is_set():
                 break
             progress = self._progress(segment)
-            if progress is None or segment.index is None:
+            if progress is None:
+                continue
+            if segment.index_error is not None and not progress.index_error_logged:
+                log.error("%s: unreadable %s (%s); the segment waits until it is readable",
+                          segment.path.name, segment.index_path.name, segment.index_error)  # fmt: skip
+                progress.index_error_logged = True
+            if segment.index is None:
                 continue
             progress.durable = segment.index.offset
             if not progress.reading_done and (

@@ -3,17 +3,34 @@
 Delivery is at least once: a send that fails (broker gone, request timed out) is sent again after a
 backoff, for as long as it takes; the callback runs once, on the first acknowledgement. Duplicates this
 can cause are harmless downstream (the processor drops replica copies and redeliveries by digest).
+
+An idempotent producer whose batches expired while Kafka was away has used sequence numbers the broker
+never saw, and every later batch fails with OutOfOrderSequenceNumber for good; such a producer is replaced
+by a new one (a new producer id starts its sequences afresh) before the failed records are resent.
+
+While the broker is away aiokafka keeps retrying batches itself (with idempotence, without a deadline), so
+no send fails; a watchdog counts a send error, logs and clears `connected` whenever records stay
+unacknowledged for request_timeout_ms, so an outage shows in the metrics and the health endpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import (
+    InvalidProducerEpoch,
+    KafkaError,
+    OutOfOrderSequenceNumber,
+    ProducerFenced,
+    TopicAlreadyExistsError,
+    UnknownProducerId,
+)
 
 from agents.metrics import AgentMetrics
 from agents.stop_signal import wait_or_stop
@@ -22,6 +39,11 @@ from cdc.config import KafkaConfig
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 5.0
+#: failed sends are summarised in one log line per interval, not one line per record
+FAILURE_LOG_INTERVAL_S = 5.0
+#: errors that mean the producer's idempotence state no longer matches the broker's: resending with the
+#: same producer fails the same way forever
+PRODUCER_STATE_ERRORS = (OutOfOrderSequenceNumber, InvalidProducerEpoch, ProducerFenced, UnknownProducerId)
 
 
 class RawPublisher:
@@ -34,6 +56,13 @@ class RawPublisher:
         self._in_flight = 0
         self._room = asyncio.Event()
         self._resends: set[asyncio.Task[None]] = set()
+        self._stale: AIOKafkaProducer | None = None
+        self._replacing = asyncio.Lock()
+        self._closing: set[asyncio.Task[None]] = set()
+        self._progress_at = time.monotonic()  # last ack, or when records began to wait after none did
+        self._watchdog: asyncio.Task[None] | None = None
+        self._failure_logged_at = -FAILURE_LOG_INTERVAL_S
+        self._failures_unlogged = 0
         self.connected = False
 
     async def start(self, stopping: asyncio.Event) -> bool:
@@ -42,17 +71,7 @@ class RawPublisher:
         while not stopping.is_set():
             try:
                 await self._ensure_topics()
-                producer = AIOKafkaProducer(
-                    bootstrap_servers=self.config.bootstrap_servers,
-                    client_id="cdc-agent",
-                    acks="all",
-                    enable_idempotence=True,
-                    linger_ms=5,
-                    max_batch_size=256 * 1024,
-                    request_timeout_ms=self.config.request_timeout_ms,
-                    retry_backoff_ms=200,
-                )
-                await producer.start()
+                producer = await self._new_producer()
             except (KafkaError, OSError) as exc:
                 log.warning("Kafka at %s not reachable yet (%s); retrying in %.1f s",
                             self.config.bootstrap_servers, exc, backoff)  # fmt: skip
@@ -62,8 +81,58 @@ class RawPublisher:
                 continue
             self._producer = producer
             self.connected = True
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch_acknowledgements())
             return True
         return False
+
+    async def _watch_acknowledgements(self) -> None:
+        """Count, log and flag records Kafka leaves unacknowledged for request_timeout_ms (see above)."""
+        timeout = self.config.request_timeout_ms / 1000
+        while True:
+            await asyncio.sleep(max(0.05, min(1.0, timeout / 4)))
+            waited = time.monotonic() - self._progress_at
+            if self._in_flight and waited > timeout:
+                self.connected = False
+                self.metrics.send_errors.inc()
+                log.warning("%d records (%d bytes) unacknowledged for %.0f s: Kafka at %s is not answering",
+                            self._in_flight, self._in_flight_bytes, waited, self.config.bootstrap_servers)  # fmt: skip
+                self._progress_at = time.monotonic()
+
+    async def _new_producer(self) -> AIOKafkaProducer:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.config.bootstrap_servers,
+            client_id="cdc-agent",
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=5,
+            max_batch_size=256 * 1024,
+            request_timeout_ms=self.config.request_timeout_ms,
+            retry_backoff_ms=200,
+        )
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.stop()
+            raise
+        return producer
+
+    async def _replace_stale_producer(self) -> None:
+        """Swap a producer that failed with a PRODUCER_STATE_ERRORS error for a new one (once)."""
+        async with self._replacing:
+            stale = self._stale
+            if stale is None or stale is not self._producer:
+                return
+            try:
+                fresh = await self._new_producer()
+            except (KafkaError, OSError) as exc:
+                log.warning("cannot start a new Kafka producer yet (%s); retrying with the next resend", exc)
+                return
+            self._producer = fresh
+            self._stale = None
+            log.warning("replaced the Kafka producer: its sequence numbers no longer matched the broker's")
+            task = asyncio.get_running_loop().create_task(stale.stop())  # its batches fail, and are resent
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def _ensure_topics(self) -> None:
         admin = AIOKafkaAdminClient(
@@ -110,6 +179,8 @@ class RawPublisher:
             self._room.clear()
             await self._room.wait()
         self._in_flight_bytes += size
+        if not self._in_flight:
+            self._progress_at = time.monotonic()
         self._in_flight += 1
         self.metrics.in_flight_bytes.set(self._in_flight_bytes)
         await self._send_once(topic, key, value, size, on_ack, attempt=0)
@@ -117,13 +188,16 @@ class RawPublisher:
     async def _send_once(
         self, topic: str, key: bytes, value: bytes, size: int, on_ack: Callable[[], None], attempt: int
     ) -> None:
-        assert self._producer is not None, "start() first"
+        producer = self._producer
+        assert producer is not None, "start() first"
         try:
-            future = await self._producer.send(topic, value=value, key=key)
+            future = await producer.send(topic, value=value, key=key)
         except KafkaError as exc:
-            self._schedule_resend(topic, key, value, size, on_ack, attempt, exc)
+            self._schedule_resend(topic, key, value, size, on_ack, attempt, exc, producer)
             return
-        future.add_done_callback(lambda f: self._delivered(f, topic, key, value, size, on_ack, attempt))
+        future.add_done_callback(
+            lambda f: self._delivered(f, topic, key, value, size, on_ack, attempt, producer)
+        )
 
     def _delivered(
         self,
@@ -134,14 +208,16 @@ class RawPublisher:
         size: int,
         on_ack: Callable[[], None],
         attempt: int,
+        producer: AIOKafkaProducer,
     ) -> None:
         if future.cancelled():
             return
         exc = future.exception()
         if exc is not None:
-            self._schedule_resend(topic, key, value, size, on_ack, attempt, exc)
+            self._schedule_resend(topic, key, value, size, on_ack, attempt, exc, producer)
             return
         self.connected = True
+        self._progress_at = time.monotonic()
         on_ack()
         self._release(size)
 
@@ -154,16 +230,26 @@ class RawPublisher:
         on_ack: Callable[[], None],
         attempt: int,
         exc: BaseException,
+        producer: AIOKafkaProducer,
     ) -> None:
         self.connected = False
         self.metrics.send_errors.inc()
+        if isinstance(exc, PRODUCER_STATE_ERRORS) and producer is self._producer:
+            self._stale = producer
         delay = min(0.1 * 2**attempt, MAX_BACKOFF_S)
-        if attempt in (0, 5) or attempt % 20 == 0:
-            log.warning("send to %s failed (%s: %s); resending in %.1f s (attempt %d)",
-                        topic, type(exc).__name__, exc, delay, attempt + 1)  # fmt: skip
+        self._failures_unlogged += 1
+        now = time.monotonic()
+        if now - self._failure_logged_at >= FAILURE_LOG_INTERVAL_S:
+            log.warning("%d sends failed in the last %.0f s (latest to %s: %s: %s); resending with backoff",
+                        self._failures_unlogged, now - self._failure_logged_at, topic, type(exc).__name__,
+                        exc)  # fmt: skip
+            self._failure_logged_at = now
+            self._failures_unlogged = 0
 
         async def resend() -> None:
             await asyncio.sleep(delay)
+            if self._stale is not None:
+                await self._replace_stale_producer()
             await self._send_once(topic, key, value, size, on_ack, attempt + 1)
 
         task = asyncio.get_running_loop().create_task(resend())
@@ -185,8 +271,13 @@ class RawPublisher:
         return self._in_flight == 0
 
     async def stop(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         for task in list(self._resends):
             task.cancel()
+        for task in list(self._closing):
+            with contextlib.suppress(Exception):
+                await task
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None

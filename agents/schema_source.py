@@ -12,7 +12,8 @@ import time
 import uuid
 from enum import Enum
 
-from cassandra.cluster import Cluster, Session
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
+from cassandra.policies import WhiteListRoundRobinPolicy
 
 from agents.commitlog.errors import CommitLogError, MutationDecodeError, UnknownColumnError, UnknownTableError
 from agents.commitlog.schema_cql import table_to_cql
@@ -53,7 +54,14 @@ class SchemaSource:
     def _connect(self) -> Session:
         if self._session is None:
             logging.getLogger("cassandra").setLevel(logging.ERROR)
+            # Queries go to the contact points only (the agent's own node), never round-robin over the
+            # cluster: one reload's queries must see one schema version, and nodes apply DDL at different
+            # moments (a mixed read showed a dropped column as dropped and re-added).
+            profile = ExecutionProfile(
+                load_balancing_policy=WhiteListRoundRobinPolicy(self.config.contact_points)
+            )
             cluster = Cluster(self.config.contact_points, port=self.config.port, protocol_version=5,
+                              execution_profiles={EXEC_PROFILE_DEFAULT: profile},
                               connect_timeout=5, control_connection_timeout=5)  # fmt: skip
             try:
                 self._session = cluster.connect()
@@ -68,10 +76,9 @@ class SchemaSource:
         self._last_reload = time.monotonic()
         try:
             session = self._connect()
-            keyspaces = self.config.keyspaces or None
-            if keyspaces is not None:
-                keyspaces = [*keyspaces, "system_schema"]
-            fresh = load_schema_from_session(session, keyspaces)
+            # Every keyspace, even with `keyspaces` set: a table the catalog lacks reads as "created after
+            # the last load" and stalls reading for a reload; `captured` applies the keyspace filter.
+            fresh = load_schema_from_session(session)
         except CommitLogError as exc:
             log.error("schema from Cassandra does not load: %s", exc)
             self.reachable = True

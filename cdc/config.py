@@ -171,7 +171,7 @@ def _build(cls: type, data: Any, prefix: str, origin: dict[str, str]) -> Any:
             continue
         values[name] = _coerce(hints[name], data[name], key, origin)
     if cls is AgentConfig:
-        _check_agent(values, prefix)
+        _check_agent(values, prefix, origin)
     return cls(**values)
 
 
@@ -230,14 +230,22 @@ def _coerce(hint: Any, value: Any, key: str, origin: dict[str, str]) -> Any:
     raise ConfigError(f"config key {key}: unsupported type {hint}")
 
 
-def _check_agent(values: dict[str, Any], prefix: str) -> None:
+def _check_agent(values: dict[str, Any], prefix: str, origin: dict[str, str]) -> None:
+    """Checks across keys; each error names where the offending value came from (file or variable)."""
+
+    def source(name: str) -> str:
+        return origin.get(prefix + name, "file")
+
     if values.get("processed_segments") == "archive" and values.get("archive_directory") is None:
         raise ConfigError(
-            f"config key {prefix}archive_directory is required when {prefix}processed_segments is 'archive'"
+            f"config key {prefix}archive_directory is required when {prefix}processed_segments is 'archive' "
+            f"({source('processed_segments')})"
         )
     for name in ("poll_interval_ms", "offset_flush_interval_ms", "schema_refresh_interval_s"):
         if name in values and values[name] == 0:
-            raise ConfigError(f"config key {prefix}{name} must be greater than 0")
+            raise ConfigError(f"config key {prefix}{name} must be greater than 0 ({source(name)})")
     port = values.get("metrics_port")
     if port is not None and not 0 <= port <= 65535:
-        raise ConfigError(f"config key {prefix}metrics_port: {port} is not a TCP port")
+        raise ConfigError(
+            f"config key {prefix}metrics_port: {port} is not a TCP port ({source('metrics_port')})"
+        )

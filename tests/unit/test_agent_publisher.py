@@ -1,0 +1,113 @@
+"""The publisher recovers from a producer whose idempotence state broke, and notices a silent broker.
+
+Both were found by the broker-outage acceptance test: after a 30 s outage every send failed with
+OutOfOrderSequenceNumber forever (batches that expired client-side had used sequence numbers), and during
+the outage nothing was counted as a send error because aiokafka retries such batches itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+import pytest
+from aiokafka.errors import OutOfOrderSequenceNumber
+
+import agents.publisher as publisher_module
+from agents.metrics import AgentMetrics
+from agents.publisher import RawPublisher
+from cdc.config import KafkaConfig
+
+
+class FakeProducer:
+    """Stands in for AIOKafkaProducer; `behaviour` decides what each send's future becomes."""
+
+    created: ClassVar[list[FakeProducer]] = []
+
+    def __init__(self, behaviour: str, **_: Any) -> None:
+        self.behaviour = behaviour
+        self.sent: list[bytes] = []
+        self.pending: list[asyncio.Future[object]] = []
+        self.stopped = False
+        FakeProducer.created.append(self)
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    async def send(self, topic: str, *, value: bytes, key: bytes) -> asyncio.Future[object]:
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self.sent.append(value)
+        if self.behaviour == "out_of_order":
+            future.set_exception(OutOfOrderSequenceNumber())
+        elif self.behaviour == "ok":
+            future.set_result(object())
+        else:
+            self.pending.append(future)  # "silent": no answer until the test gives one
+        return future
+
+
+def send_errors(metrics: AgentMetrics) -> float:
+    return metrics.registry.get_sample_value("cdc_agent_send_errors_total") or 0.0
+
+
+def install(monkeypatch: pytest.MonkeyPatch, behaviours: list[str]) -> None:
+    FakeProducer.created = []
+    queue = list(behaviours)
+
+    def factory(**kwargs: Any) -> FakeProducer:
+        return FakeProducer(queue.pop(0) if len(queue) > 1 else queue[0], **kwargs)
+
+    async def no_topics(self: RawPublisher) -> None:
+        pass
+
+    monkeypatch.setattr(publisher_module, "AIOKafkaProducer", factory)
+    monkeypatch.setattr(RawPublisher, "_ensure_topics", no_topics)
+
+
+def test_producer_failing_with_out_of_order_sequence_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, ["out_of_order", "ok"])
+    metrics = AgentMetrics()
+
+    async def scenario() -> list[int]:
+        publisher = RawPublisher(KafkaConfig(), max_in_flight_bytes=2**20, metrics=metrics)
+        assert await publisher.start(asyncio.Event())
+        acked: list[int] = []
+        for i in range(3):
+            await publisher.send("raw", b"k", b"v%d" % i, lambda i=i: acked.append(i))
+        assert await publisher.drain(5.0), f"still in flight after 5 s; producers {FakeProducer.created}"
+        await publisher.stop()
+        return acked
+
+    acked = asyncio.run(scenario())
+    first, second = FakeProducer.created
+    assert sorted(acked) == [0, 1, 2], f"acknowledged {acked}"
+    assert first.stopped, "the broken producer was not closed"
+    assert sorted(second.sent) == [b"v0", b"v1", b"v2"], f"resent on the new producer: {second.sent}"
+    assert send_errors(metrics) == 3
+
+
+def test_records_left_unacknowledged_count_as_send_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, ["silent"])
+    metrics = AgentMetrics()
+
+    async def scenario() -> tuple[bool, float, bool]:
+        publisher = RawPublisher(
+            KafkaConfig(request_timeout_ms=200), max_in_flight_bytes=2**20, metrics=metrics
+        )
+        assert await publisher.start(asyncio.Event())
+        await publisher.send("raw", b"k", b"v", lambda: None)
+        await asyncio.sleep(0.5)
+        during = (publisher.connected, send_errors(metrics))
+        FakeProducer.created[0].pending[0].set_result(object())  # Kafka answers again
+        await asyncio.sleep(0)
+        after = publisher.connected
+        await publisher.stop()
+        return during[0], during[1], after
+
+    connected_during, errors, connected_after = asyncio.run(scenario())
+    assert not connected_during, "a record unanswered for twice request_timeout_ms left `connected` true"
+    assert errors >= 1, "a record unanswered for twice request_timeout_ms was not counted as a send error"
+    assert connected_after, "the acknowledgement did not set `connected` again"

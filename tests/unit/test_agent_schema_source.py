@@ -1,0 +1,51 @@
+"""The schema source knows every table, whatever `cassandra.keyspaces` captures.
+
+Found by the acceptance tests: with `keyspaces` set, the catalog held only those keyspaces, so each
+mutation of another table (every system table included) read as "a table created since the last load":
+a schema reload and up to 2 s with reading stopped, once per table id.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+import agents.schema_source as schema_source_module
+from agents.commitlog.errors import UnknownTableError
+from agents.commitlog.schema_loader import load_schema_from_cql
+from agents.commitlog.table_schema import SchemaCatalog
+from agents.metrics import AgentMetrics
+from agents.schema_source import MissAction, SchemaSource
+from cdc.config import CassandraConfig
+
+CAPTURED = uuid.UUID("11111111-1111-1111-1111-111111111111")
+OTHER = uuid.UUID("22222222-2222-2222-2222-222222222222")
+NODE_SCHEMA = load_schema_from_cql(
+    f"CREATE TABLE shop.orders (id int PRIMARY KEY, v text) WITH ID = {CAPTURED} AND cdc = true;\n"
+    f"CREATE TABLE billing.invoices (id int PRIMARY KEY, v text) WITH ID = {OTHER} AND cdc = true;\n"
+)
+
+
+def fake_load(session: Any, keyspaces: Iterable[str] | None = None, **_: Any) -> SchemaCatalog:
+    """What load_schema_from_session returns for a node holding NODE_SCHEMA."""
+    wanted = None if keyspaces is None else set(keyspaces)
+    return SchemaCatalog(t for t in NODE_SCHEMA.tables() if wanted is None or t.keyspace in wanted)
+
+
+def test_tables_of_other_keyspaces_are_known_but_not_captured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(schema_source_module, "load_schema_from_session", fake_load)
+    monkeypatch.setattr(SchemaSource, "_connect", lambda self: object())
+    source = SchemaSource(CassandraConfig(keyspaces=["shop"]), cluster_name="c", metrics=AgentMetrics())
+    assert source.reload()
+
+    other = source.catalog.get(OTHER)
+    assert other is not None, "billing.invoices is unknown: its mutations would stall reading for a reload"
+    assert not source.captured(other)
+    orders = source.catalog.get(CAPTURED)
+    assert orders is not None and source.captured(orders)
+    assert [e.table for e in source.pending_events()] == ["orders"], "only captured tables are published"
+    # a table that really is new still gets a reload (after the rate limit), never a silent skip
+    assert source.resolve_miss(UnknownTableError(str(uuid.uuid4()))) is MissAction.WAIT
