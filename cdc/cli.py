@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from agents.commitlog.errors import CommitLogError
 from agents.errors import AgentError
+from cdc.logs import configure_logging
 from infra.errors import InfraError
 
 
@@ -68,7 +68,6 @@ def _cmd_segment_dump(args: argparse.Namespace) -> int:
 def _cmd_agent(args: argparse.Namespace) -> int:
     from agents.node_agent import run_agent
     from cdc.config import load_config
-    from cdc.logs import configure_logging
 
     config = load_config(args.config)
     configure_logging(verbose=args.verbose, json_lines=args.log_format == "json")
@@ -149,10 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(verbose=args.verbose)
     try:
         return args.func(args)
     except (InfraError, CommitLogError, AgentError, ValueError) as exc:
