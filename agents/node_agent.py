@@ -210,7 +210,15 @@ class NodeAgent:
         topic = cfg.kafka.raw_topic
         descriptor = decoder.descriptor
         with decoder:
+            schema_entry = -1
             for update in decoder:
+                if update.keyspace == "system_schema":
+                    # The DDL is applied on the node before it is logged: reload now, so the entries after
+                    # it (ALTER ... WITH cdc = true, ADD column, new table) decode with the new definition.
+                    if update.position != schema_entry:
+                        schema_entry = update.position or 0
+                        await self._refresh_schema()
+                    continue
                 if not self.schema.captured(update.schema):
                     self.metrics.mutations_skipped.labels("not_captured").inc()
                     continue
