@@ -12,12 +12,10 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cassandra import ConsistencyLevel
 
 from agents.commitlog.cdc_index import read_cdc_index
 from agents.commitlog.log_reader import decode_segment
@@ -32,7 +30,6 @@ from tests.integration.agent_harness import (
     Write,
     bigint_bytes,
     cell,
-    cql_session,
     create_keyspace,
     environment_without_cdc_overrides,
     event_signature,
@@ -43,7 +40,6 @@ from tests.integration.agent_harness import (
     multiset_difference,
     new_agent,
     row,
-    running_agents,
     schema_columns,
     text_bytes,
     unique_name,
@@ -52,20 +48,6 @@ from tests.integration.agent_harness import (
 )
 
 MIXED_WRITES = 10_000
-
-
-@pytest.fixture
-def agents() -> Iterator[list[AgentProcess]]:
-    with running_agents() as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
-def session(cassandra_node: CassandraNode) -> Iterator[Any]:
-    with cql_session(
-        cassandra_node.spec.address, cassandra_node.spec.cql_port, consistency=ConsistencyLevel.ALL
-    ) as s:
-        yield s
 
 
 def table_ids(session: Any, keyspace: str) -> dict[str, uuid.UUID]:

@@ -14,13 +14,9 @@ import shutil
 import struct
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pytest
-from cassandra import ConsistencyLevel
 
 from agents.cdc_raw import list_cdc_segments
 from agents.commitlog.digest import update_digest
@@ -49,7 +45,6 @@ from tests.integration.agent_harness import (
     multiset_difference,
     new_agent,
     row,
-    running_agents,
     text_bytes,
     unique_name,
     update,
@@ -58,20 +53,6 @@ from tests.integration.agent_harness import (
 
 LOAD_WRITES = 50_000
 OUTAGE_S = 30
-
-
-@pytest.fixture
-def agents() -> Iterator[list[AgentProcess]]:
-    with running_agents() as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
-def session(cassandra_node: CassandraNode) -> Iterator[Any]:
-    with cql_session(
-        cassandra_node.spec.address, cassandra_node.spec.cql_port, consistency=ConsistencyLevel.ALL
-    ) as s:
-        yield s
 
 
 def row_writes(keyspace: str, table: str, count: int, *, first_timestamp: int, pad: int = 0) -> list[Write]:

@@ -1,0 +1,28 @@
+"""Fixtures shared by the agent tests: agent processes stopped at teardown, a CQL session on node1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cassandra import ConsistencyLevel
+
+from infra.cassandra import CassandraNode
+from tests.integration.agent_harness import AgentProcess, cql_session, running_agents
+
+
+@pytest.fixture
+def agents() -> Iterator[list[AgentProcess]]:
+    """Agents a test starts; every one is stopped when the test ends, whatever happened."""
+    with running_agents() as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def session(cassandra_node: CassandraNode) -> Iterator[Any]:
+    """A session on node1 writing at consistency ALL (test modules may define their own)."""
+    with cql_session(
+        cassandra_node.spec.address, cassandra_node.spec.cql_port, consistency=ConsistencyLevel.ALL
+    ) as s:
+        yield s
