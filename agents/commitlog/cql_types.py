@@ -473,10 +473,11 @@ def _nullable(t: CqlType, item: bytes | None) -> Any:
     return None if item is None else _value(t, item)
 
 
-class ListType(CqlType):
-    """``list<T>``; multi-cell unless frozen. Cell path = the element's timeuuid position key."""
+class _ElementCollection(CqlType):
+    """A collection of one element type (list, set): same construction, freezing, spelling, frozen form."""
 
     __slots__ = ("element",)
+    keyword = ""
 
     def __init__(self, element: CqlType, *, frozen: bool) -> None:
         super().__init__(None, not frozen, empty_ok=False, hashable=False)
@@ -486,15 +487,22 @@ class ListType(CqlType):
     def is_collection(self) -> bool:
         return True
 
-    def freeze(self) -> ListType:
-        return self if not self.multi_cell else ListType(self.element, frozen=True)
+    def freeze(self) -> _ElementCollection:
+        return self if not self.multi_cell else type(self)(self.element, frozen=True)
 
     def cql(self) -> str:
-        inner = f"list<{self.element.cql()}>"
+        inner = f"{self.keyword}<{self.element.cql()}>"
         return inner if self.multi_cell else f"frozen<{inner}>"
 
     def _decode(self, data: bytes) -> list[Any]:
         return [_nullable(self.element, item) for item in _elements(data)]
+
+
+class ListType(_ElementCollection):
+    """``list<T>``; multi-cell unless frozen. Cell path = the element's timeuuid position key."""
+
+    __slots__ = ()
+    keyword = "list"
 
     def decode_path(self, path: bytes) -> uuid.UUID:
         return self._wrap_cell(_dec_uuid, path)
@@ -506,28 +514,11 @@ class ListType(CqlType):
         return [self.decode_cell_value(path, value) for path, value in cells]
 
 
-class SetType(CqlType):
+class SetType(_ElementCollection):
     """``set<T>``; multi-cell unless frozen. Cell path = the element itself, the cell value is empty."""
 
-    __slots__ = ("element",)
-
-    def __init__(self, element: CqlType, *, frozen: bool) -> None:
-        super().__init__(None, not frozen, empty_ok=False, hashable=False)
-        self.element = element.freeze()
-
-    @property
-    def is_collection(self) -> bool:
-        return True
-
-    def freeze(self) -> SetType:
-        return self if not self.multi_cell else SetType(self.element, frozen=True)
-
-    def cql(self) -> str:
-        inner = f"set<{self.element.cql()}>"
-        return inner if self.multi_cell else f"frozen<{inner}>"
-
-    def _decode(self, data: bytes) -> list[Any]:
-        return [_nullable(self.element, item) for item in _elements(data)]
+    __slots__ = ()
+    keyword = "set"
 
     def decode_path(self, path: bytes) -> Any:
         return self._wrap_cell(_value, self.element, path)

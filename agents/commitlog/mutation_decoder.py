@@ -595,7 +595,11 @@ def _read_complex(
     cells: list[Cell],
     complex_deletions: list[ComplexDeletion],
 ) -> int:
-    """A complex column (§7.10): optional complex deletion, then a count of cells that carry a path."""
+    """A complex column (§7.10): optional complex deletion, then a count of cells that carry a path.
+
+    The cell-time reading below mirrors the simple-cell loop in _read_row on purpose: that loop is the
+    decoder's hot path and stays inlined (a call per cell would cost about a tenth of structure decoding).
+    """
     if flags & _HAS_COMPLEX_DELETION:
         ts, ldt, pos = _read_deletion(buf, pos, min_ts, min_ldt)
         if ts != _LIVE and (dropped is None or ts > dropped):
