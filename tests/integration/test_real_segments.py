@@ -34,6 +34,7 @@ from agents.commitlog.table_schema import ClusteringOrder, ColumnKind, SchemaCat
 from infra.cassandra import CassandraNode
 from infra.cql import connect
 from tests.conftest import StandaloneFactory
+from tests.dump_contract import CELL_KEYS, ROW_KEYS, UPDATE_KEYS
 from tests.integration.commitlog_workload import (
     ALL_TYPES,
     UDT_FIELDS,
@@ -83,30 +84,6 @@ STANDALONE_FORMATS = [
         {"storage_compatibility_mode": "NONE", "commitlog_disk_access_mode": "direct"},
     ),
 ]
-
-REQUIRED_UPDATE_KEYS = {
-    "keyspace",
-    "table",
-    "table_id",
-    "partition_key",
-    "digest",
-    "position",
-    "partition_deletion",
-    "static",
-    "rows",
-    "range_tombstones",
-}
-REQUIRED_ROW_KEYS = {"clustering", "liveness", "deletion", "cells"}
-REQUIRED_CELL_KEYS = {
-    "column",
-    "path",
-    "timestamp",
-    "ttl",
-    "local_deletion_time",
-    "tombstone",
-    "value",
-    "raw",
-}
 
 # ---------------------------------------------------------------------------------------------------------
 # reading cdc_raw
@@ -267,9 +244,7 @@ def check_rendering(updates: list[PartitionUpdate]) -> None:
     for update in updates:
         where = f"{update.table} at {update.segment}@{update.position}"
         doc = json.loads(json.dumps(render_update(update), allow_nan=False))
-        assert doc.keys() >= REQUIRED_UPDATE_KEYS, (
-            f"{where}: keys {sorted(doc)} lack {REQUIRED_UPDATE_KEYS - doc.keys()}"
-        )
+        assert doc.keys() >= UPDATE_KEYS, f"{where}: keys {sorted(doc)} lack {UPDATE_KEYS - doc.keys()}"
         assert "error" not in doc, f"{where}: {doc['error']}"
         assert doc["keyspace"] == update.keyspace and doc["table_id"] == str(update.table_id), where
         assert doc["digest"] == update_digest_hex(update), where
@@ -278,13 +253,13 @@ def check_rendering(updates: list[PartitionUpdate]) -> None:
         )
         rows = doc["rows"] + ([doc["static"]] if doc["static"] is not None else [])
         for row in rows:
-            assert row.keys() >= REQUIRED_ROW_KEYS, f"{where}: row keys {sorted(row)}"
+            assert row.keys() >= ROW_KEYS, f"{where}: row keys {sorted(row)}"
             assert isinstance(row["clustering"], list), (
                 f"{where}: clustering {row['clustering']!r} is not a list"
             )
             assert "error" not in row, f"{where}: {row['error']}"
             for cell in row["cells"]:
-                assert cell.keys() >= REQUIRED_CELL_KEYS, f"{where}: cell keys {sorted(cell)}"
+                assert cell.keys() >= CELL_KEYS, f"{where}: cell keys {sorted(cell)}"
                 assert "error" not in cell, f"{where}: column {cell['column']}: {cell['error']}"
         for marker in doc["range_tombstones"]:
             assert isinstance(marker["clustering"], list) and "error" not in marker, (

@@ -11,12 +11,8 @@ from agents.commitlog.digest import upstream_hash
 from agents.commitlog.log_reader import decode_segment
 from agents.commitlog.schema_loader import load_schema_from_cql
 from cdc.cli import main
+from tests.dump_contract import CELL_KEYS, ROW_KEYS, UPDATE_KEYS
 from tests.unit.legacy_fixtures import read_hash_txt, standard1_cql
-
-CELL_KEYS = {"column", "path", "timestamp", "ttl", "local_deletion_time", "tombstone", "value", "raw"}
-UPDATE_KEYS = {"keyspace", "table", "table_id", "partition_key", "digest", "position", "partition_deletion",
-               "static", "rows", "range_tombstones"}  # fmt: skip
-ROW_KEYS = {"clustering", "liveness", "deletion", "cells"}
 
 
 @pytest.fixture

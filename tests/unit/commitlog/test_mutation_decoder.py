@@ -44,6 +44,7 @@ from agents.commitlog.schema_loader import (
 )
 from agents.commitlog.segment_reader import SegmentScan
 from agents.commitlog.table_schema import SchemaCatalog
+from tests.dump_contract import UPDATE_KEYS
 from tests.unit.legacy_fixtures import read_hash_txt, standard1_cql
 
 # =========================================================================================================
@@ -891,18 +892,7 @@ def test_dump_renders_json(catalog: SchemaCatalog) -> None:
     dumped = render_update(update)
     text = json.dumps(dumped, allow_nan=False)
     assert json.loads(text) == dumped
-    assert set(dumped) >= {
-        "keyspace",
-        "table",
-        "table_id",
-        "partition_key",
-        "digest",
-        "position",
-        "partition_deletion",
-        "static",
-        "rows",
-        "range_tombstones",
-    }
+    assert set(dumped) >= UPDATE_KEYS
     assert dumped["partition_key"] == {"k": "pk"}
     assert dumped["position"] == {"segment": "CommitLog-7-42.log", "offset": 1234, "position": 2000}
     assert dumped["digest"] == update_digest_hex(update)
