@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.commitlog.table_schema import TableSchema
-from state.partition_state import ApplyResult, PartitionState, prepare_event
+from state.partition_state import ApplyResult, PartitionState, PreparedEvent, prepare_event
 from state.row_image import (
     ColumnImage,
     RowImage,
@@ -64,7 +64,17 @@ def apply_with_changes(
     Changes come static-only row first, then in clustering order.
     """
     layout = layout_for(schema)
-    prepared = prepare_event(event, layout)
+    return apply_prepared_with_changes(state, prepare_event(event, layout), layout, now_s)
+
+
+def apply_prepared_with_changes(
+    state: PartitionState, prepared: PreparedEvent, layout: TableLayout, now_s: int
+) -> tuple[ApplyResult, list[RowChange]]:
+    """``apply_with_changes`` for an event already prepared (a store loads the rows it needs from it).
+
+    ``state`` needs every stored row the event can touch and, for tables with static columns, every row
+    of the partition (a static change changes every row's image).
+    """
     keys, static_touched = state.keys_touched_by(prepared)
     static_before = static_columns(state, layout, now_s)
     before = {key: regular_image(state, key, layout, now_s, static_before) for key in keys}

@@ -18,93 +18,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassandra.cqltypes import lookup_casstype
 from cassandra.encoder import Encoder
 
 from agents.commitlog.cql_types import (
     CqlType,
     ListType,
     MapType,
-    NativeType,
     SetType,
     TupleType,
     UserType,
 )
 from agents.commitlog.table_schema import ClusteringOrder, ColumnSchema, TableSchema
 from schemas.raw_event import RAW_FORMAT, decode_raw_event, encode_raw_event
-from state.clustering_order import value_encoder
+from state.value_serializer import SerializedValue, serialize
 
 NOW = 1_700_000_000
 NO_DELETION_TIME = 2**31 - 1
 EXCL_END, INCL_START, EXCL_END_INCL_START, INCL_END_EXCL_START, INCL_END, EXCL_START = 0, 1, 2, 5, 6, 7
 
-_DRIVER_TYPES = {
-    "ascii": "AsciiType",
-    "text": "UTF8Type",
-    "blob": "BytesType",
-    "boolean": "BooleanType",
-    "tinyint": "ByteType",
-    "smallint": "ShortType",
-    "int": "Int32Type",
-    "bigint": "LongType",
-    "varint": "IntegerType",
-    "float": "FloatType",
-    "double": "DoubleType",
-    "decimal": "DecimalType",
-    "date": "SimpleDateType",
-    "time": "TimeType",
-    "timestamp": "TimestampType",
-    "uuid": "UUIDType",
-    "timeuuid": "TimeUUIDType",
-    "inet": "InetAddressType",
-    "duration": "DurationType",
-}
-
-
-@dataclass(frozen=True)
-class Raw:
-    """Exact serialized bytes for a value."""
-
-    data: bytes
-
-
-def _sized(item: bytes | None) -> bytes:
-    if item is None:
-        return (-1).to_bytes(4, "big", signed=True)
-    return len(item).to_bytes(4, "big") + item
-
-
-def serialize(t: CqlType, value: Any) -> bytes:
-    """The native-protocol v4 bytes of a Python value of a CQL type (frozen form for collections)."""
-    if isinstance(value, Raw):
-        return value.data
-    if isinstance(t, NativeType):
-        return lookup_casstype(_DRIVER_TYPES[t.name]).serialize(value, 4)
-    if isinstance(t, ListType):
-        items = [serialize(t.element, v) for v in value]
-        return len(items).to_bytes(4, "big") + b"".join(_sized(i) for i in items)
-    if isinstance(t, SetType):
-        encode = value_encoder(t.element)
-        items = sorted({serialize(t.element, v) for v in value}, key=lambda b: encode(b) if b else b"")
-        return len(items).to_bytes(4, "big") + b"".join(_sized(i) for i in items)
-    if isinstance(t, MapType):
-        encode = value_encoder(t.key)
-        pairs = sorted(
-            ((serialize(t.key, k), serialize(t.value, v)) for k, v in dict(value).items()),
-            key=lambda kv: encode(kv[0]) if kv[0] else b"",
-        )
-        return len(pairs).to_bytes(4, "big") + b"".join(_sized(k) + _sized(v) for k, v in pairs)
-    if isinstance(t, TupleType):
-        return b"".join(
-            _sized(None if v is None else serialize(e, v)) for e, v in zip(t.elements, value, strict=True)
-        )
-    if isinstance(t, UserType):
-        fields = dict(value)
-        return b"".join(
-            _sized(None if fields.get(n) is None else serialize(ft, fields[n]))
-            for n, ft in zip(t.field_names, t.field_types, strict=True)
-        )
-    raise TypeError(f"cannot serialize {t.cql()} in tests")
+Raw = SerializedValue
 
 
 def timeuuid_path(micros: int, sequence: int = 0) -> bytes:
@@ -127,10 +59,13 @@ def _literal(value: Any) -> str:
 
 
 def _typed_literal(t: CqlType | None, value: Any) -> str:
-    """A CQL literal; UDT values are written ``{field: value}`` (the encoder would quote field names)."""
+    """A CQL literal; UDT values are written ``{field: value}`` (the encoder would quote field names)
+    and tuples ``(a, b)`` (the encoder writes Python tuples as lists)."""
     if isinstance(t, UserType) and isinstance(value, dict):
         types = dict(zip(t.field_names, t.field_types, strict=True))
         return "{" + ", ".join(f"{n}: {_typed_literal(types[n], v)}" for n, v in value.items()) + "}"
+    if isinstance(t, TupleType) and isinstance(value, tuple):
+        return "(" + ", ".join(_typed_literal(e, v) for e, v in zip(t.elements, value, strict=True)) + ")"
     return _literal(value)
 
 
@@ -167,7 +102,7 @@ class Write:
 
     def cql(self, schema: TableSchema) -> str:
         if self.insert:
-            names = [c.name for c in schema.partition_key] + [c.name for c in schema.clustering]
+            names = [c.name for c in (*schema.partition_key, *schema.clustering[: len(self.clustering)])]
             keys = self.key if isinstance(self.key, tuple) else (self.key,)
             literals = [_literal(v) for v in (*keys, *self.clustering)]
             literals += [_typed_literal(_column_type(schema, n), v) for n, v in self.values.items()]
@@ -274,7 +209,7 @@ class AddElements:
 
 @dataclass
 class RemoveElements:
-    """``SET col = col - {...}`` for a set, ``DELETE col[k] FROM`` for each map key."""
+    """``SET col = col - {...}``: set elements by value, map entries by key (a set of keys in CQL)."""
 
     key: Any
     clustering: tuple[Any, ...] = ()
@@ -285,7 +220,7 @@ class RemoveElements:
     def cql(self, schema: TableSchema) -> str:
         return (
             f"UPDATE {schema.name} {_using(self.ts)} SET {self.column} = {self.column} - "
-            f"{_literal(self.elements)} WHERE {_where(schema, self.key, self.clustering)}"
+            f"{_literal(set(self.elements))} WHERE {_where(schema, self.key, self.clustering)}"
         )
 
 
@@ -360,6 +295,7 @@ class EventBuilder:
         self.node = node
         self.segment_id = segment_id
         self._offset = 0
+        self._clock_micros: int | None = None
 
     # -- values
 
@@ -492,9 +428,23 @@ class EventBuilder:
             out.append(self.event(op, now=at))
         return out
 
-    def event(self, op: Operation, *, now: int = NOW) -> dict[str, Any]:
+    def event(self, op: Operation, *, now: int = NOW, clock_micros: int | None = None) -> dict[str, Any]:
+        """The raw event of ``op`` written when the node's clock read ``now`` (s).
+
+        ``clock_micros``: the node's clock (µs) when the statement ran. Cassandra names new list elements
+        with timeuuids of that clock, not of USING TIMESTAMP, so the same CQL run at other times orders
+        elements differently; without it the write timestamp stands in for the clock.
+        """
         handler = getattr(self, "_" + type(op).__name__)
-        return handler(op, now)
+        self._clock_micros = clock_micros
+        try:
+            return handler(op, now)
+        finally:
+            self._clock_micros = None
+
+    def list_path(self, ts: int, index: int) -> bytes:
+        """The timeuuid path of a statement's ``index``-th new list element (see ``event``)."""
+        return timeuuid_path(ts if self._clock_micros is None else self._clock_micros, index)
 
     def _values_cells(
         self, values: dict[str, Any], ts: int, ttl: int, now: int, *, static: bool
@@ -521,7 +471,7 @@ class EventBuilder:
         name = column.name
         if isinstance(t, ListType):
             return [
-                self.cell(name, serialize(t.element, v), ts, ttl=ttl, now=now, path=timeuuid_path(ts, i))
+                self.cell(name, serialize(t.element, v), ts, ttl=ttl, now=now, path=self.list_path(ts, i))
                 for i, v in enumerate(value)
             ]
         if isinstance(t, SetType):
@@ -548,7 +498,9 @@ class EventBuilder:
             static_row = self.row([], cells=static_cells, complex_deletions=static_deletions)
         rows = []
         regular = any(n in self.schema.regular_columns for n in op.values)
-        if op.insert or regular or not static_row:
+        # an INSERT without the clustering columns sets static columns only: no row, no row liveness
+        full_key = len(op.clustering) == len(self.schema.clustering)
+        if full_key and (op.insert or regular or not static_row):
             liveness = (op.ts, op.ttl, now + op.ttl if op.ttl else None) if op.insert else None
             rows.append(
                 self.row(
