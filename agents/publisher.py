@@ -22,19 +22,18 @@ import time
 from collections.abc import Callable
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import (
     InvalidProducerEpoch,
     KafkaError,
     OutOfOrderSequenceNumber,
     ProducerFenced,
-    TopicAlreadyExistsError,
     UnknownProducerId,
 )
 
 from agents.metrics import AgentMetrics
 from agents.stop_signal import wait_or_stop
 from cdc.config import KafkaConfig
+from cdc.kafka_topics import TopicSpec, ensure_topics
 
 log = logging.getLogger(__name__)
 
@@ -135,38 +134,21 @@ class RawPublisher:
             task.add_done_callback(self._closing.discard)
 
     async def _ensure_topics(self) -> None:
-        admin = AIOKafkaAdminClient(
-            bootstrap_servers=self.config.bootstrap_servers, request_timeout_ms=self.config.request_timeout_ms
+        raw, schema_topic = self.config.raw_topic, self.config.schema_topic
+        partitions = await ensure_topics(
+            self.config.bootstrap_servers,
+            [
+                TopicSpec(raw, self.config.raw_partitions, self.config.replication_factor),
+                TopicSpec(schema_topic, 1, self.config.replication_factor, {"cleanup.policy": "compact"}),
+            ],
+            request_timeout_ms=self.config.request_timeout_ms,
         )
-        await admin.start()
-        try:
-            wanted = [
-                NewTopic(self.config.raw_topic, self.config.raw_partitions, self.config.replication_factor),
-                NewTopic(
-                    self.config.schema_topic,
-                    1,
-                    self.config.replication_factor,
-                    topic_configs={"cleanup.policy": "compact"},
-                ),
-            ]
-            existing = set(await admin.list_topics())
-            missing = [t for t in wanted if t.name not in existing]
-            if missing:
-                try:
-                    await admin.create_topics(missing)
-                    log.info("created topics %s", ", ".join(t.name for t in missing))
-                except TopicAlreadyExistsError:
-                    pass  # another agent created it meanwhile
-            described = await admin.describe_topics([self.config.raw_topic])
-            partitions = len(described[0].get("partitions", [])) if described else 0
-            if partitions and partitions != self.config.raw_partitions:
-                log.error(
-                    "raw topic %s has %d partitions, config kafka.raw_partitions says %d: every agent must "
-                    "use the topic's count, and changing it moves partition keys to other partitions",
-                    self.config.raw_topic, partitions, self.config.raw_partitions,
-                )  # fmt: skip
-        finally:
-            await admin.close()
+        if partitions.get(raw) and partitions[raw] != self.config.raw_partitions:
+            log.error(
+                "raw topic %s has %d partitions, config kafka.raw_partitions says %d: every agent must "
+                "use the topic's count, and changing it moves partition keys to other partitions",
+                raw, partitions[raw], self.config.raw_partitions,
+            )  # fmt: skip
 
     @property
     def in_flight_bytes(self) -> int:

@@ -74,6 +74,15 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     return run_agent(config)
 
 
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from app.worker import run_worker
+    from cdc.config import load_config
+
+    config = load_config(args.config)
+    configure_logging(verbose=args.verbose, json_lines=args.log_format == "json")
+    return run_worker(config)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from cdc.demo import run_demo
 
@@ -138,6 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format", choices=("json", "text"), default="json", help="log lines (default json)"
     )
     agent.set_defaults(func=_cmd_agent)
+
+    worker = commands.add_parser(
+        "worker",
+        help="run a worker: raw events to row state (RocksDB) and one clean topic per table, with REST",
+    )
+    worker.add_argument(
+        "--config", type=Path, required=True, metavar="FILE", help="YAML config (CDC__* env overrides)"
+    )
+    worker.add_argument(
+        "--log-format", choices=("json", "text"), default="json", help="log lines (default json)"
+    )
+    worker.set_defaults(func=_cmd_worker)
 
     demo = commands.add_parser("demo", help="start local services, write to a CDC table, watch cdc_raw grow")
     demo.add_argument("--rows", type=int, default=200, help="rows written per round (default 200)")

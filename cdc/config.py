@@ -45,6 +45,8 @@ class ByteSize(int):
 
 DEFAULT_MAX_IN_FLIGHT = ByteSize(16 * 2**20)
 DEFAULT_CDC_TOTAL_SPACE = ByteSize(4096 * 2**20)  # Cassandra's default cap (or 1/8 of the volume)
+DEFAULT_BLOCK_CACHE = ByteSize(64 * 2**20)
+DEFAULT_WRITE_BUFFER = ByteSize(8 * 2**20)
 
 
 @dataclass(slots=True, frozen=True)
@@ -86,13 +88,44 @@ class AgentConfig:
 
 
 @dataclass(slots=True, frozen=True)
+class WorkerConfig:
+    data_directory: Path
+    """RocksDB state, one database per raw-topic partition; rebuilt from the changelog when empty."""
+    app_id: str = "cdc-worker"
+    """Consumer group of the workers and prefix of their changelog topic; one per pipeline."""
+    worker_id: str = field(default_factory=socket.gethostname)
+    """Stable name of this worker; its Kafka transactional id, so a restart fences its predecessor."""
+    clean_topic_prefix: str = "cdc"
+    """Clean topics are <prefix>.<keyspace>.<table>."""
+    clean_partitions: int = 12
+    encoding: Literal["json", "avro"] = "json"
+    schema_registry_url: str | None = None
+    """Confluent-compatible schema registry, required when encoding is avro."""
+    batch_max_events: int = 1000
+    batch_max_wait_ms: int = 50
+    digest_horizon_s: int = 3 * 86400
+    """How long a partition update's digest is remembered to drop replica copies (hints arrive within
+    max_hint_window, 3 h by default); copies older than this are merged again, harmlessly."""
+    expiry_interval_ms: int = 1000
+    transaction_timeout_ms: int = 20_000
+    web_bind: str = "127.0.0.1"
+    web_port: int = 6066
+    web_token: str | None = None
+    """When set, REST requests need `Authorization: Bearer <token>` (health stays open)."""
+    counter_tables: Literal["merge", "refuse"] = "merge"
+    """Counter tables merge shards (never last-write-wins); `refuse` drops their events with a metric."""
+    block_cache_size: ByteSize = DEFAULT_BLOCK_CACHE
+    """One RocksDB block cache shared by every partition database of the worker."""
+    write_buffer_size: ByteSize = DEFAULT_WRITE_BUFFER
+
+
+@dataclass(slots=True, frozen=True)
 class CdcConfig:
     cluster: str = "cdc-local"
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     cassandra: CassandraConfig = field(default_factory=CassandraConfig)
     agent: AgentConfig | None = None
-    worker: dict[str, Any] = field(default_factory=dict)
-    """Read by the worker; kept as given until the worker defines it."""
+    worker: WorkerConfig | None = None
     source: str = "<defaults>"
 
 
@@ -172,6 +205,8 @@ def _build(cls: type, data: Any, prefix: str, origin: dict[str, str]) -> Any:
         values[name] = _coerce(hints[name], data[name], key, origin)
     if cls is AgentConfig:
         _check_agent(values, prefix, origin)
+    if cls is WorkerConfig:
+        _check_worker(values, prefix, origin)
     return cls(**values)
 
 
@@ -248,4 +283,27 @@ def _check_agent(values: dict[str, Any], prefix: str, origin: dict[str, str]) ->
     if port is not None and not 0 <= port <= 65535:
         raise ConfigError(
             f"config key {prefix}metrics_port: {port} is not a TCP port ({source('metrics_port')})"
+        )
+
+
+def _check_worker(values: dict[str, Any], prefix: str, origin: dict[str, str]) -> None:
+    def source(name: str) -> str:
+        return origin.get(prefix + name, "file")
+
+    if values.get("encoding") == "avro" and not values.get("schema_registry_url"):
+        raise ConfigError(
+            f"config key {prefix}schema_registry_url is required when {prefix}encoding is 'avro' "
+            f"({source('encoding')})"
+        )
+    for name in ("clean_partitions", "batch_max_events", "expiry_interval_ms", "transaction_timeout_ms"):
+        if name in values and values[name] == 0:
+            raise ConfigError(f"config key {prefix}{name} must be greater than 0 ({source(name)})")
+    port = values.get("web_port")
+    if port is not None and not 0 <= port <= 65535:
+        raise ConfigError(f"config key {prefix}web_port: {port} is not a TCP port ({source('web_port')})")
+    app_id = values.get("app_id")
+    if app_id is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", app_id):
+        raise ConfigError(
+            f"config key {prefix}app_id: {app_id!r} must use only letters, digits, '.', '_' and '-' "
+            f"(it names Kafka topics) ({source('app_id')})"
         )

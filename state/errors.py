@@ -13,3 +13,7 @@ class ClusteringValueError(StateError):
 
 class CounterContextError(StateError):
     """A counter cell whose CounterContext cannot be merged (malformed, or pre-2.1 local shards)."""
+
+
+class StoreError(StateError):
+    """The stored state cannot be read or written as asked (unknown format, wrong partition, misuse)."""

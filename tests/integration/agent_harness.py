@@ -120,6 +120,8 @@ def agent_config(
 class AgentProcess:
     """One `cdc agent --config FILE` child process, its endpoints and its log."""
 
+    command = "agent"
+
     def __init__(self, workdir: Path, config: dict[str, Any], name: str = "agent") -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.name = name
@@ -127,10 +129,18 @@ class AgentProcess:
         self.config_path = workdir / f"{name}.yaml"
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         self.log_path = workdir / f"{name}.log"
-        self.port: int = config["agent"]["metrics_port"]
-        self.state_directory = Path(config["agent"]["state_directory"])
+        self.port: int = self.http_port(config)
+        self.state_directory = self.state_path(config)
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+
+    @staticmethod
+    def http_port(config: dict[str, Any]) -> int:
+        return config["agent"]["metrics_port"]
+
+    @staticmethod
+    def state_path(config: dict[str, Any]) -> Path:
+        return Path(config["agent"]["state_directory"])
 
     @property
     def offsets_path(self) -> Path:
@@ -156,7 +166,7 @@ class AgentProcess:
                     sys.executable,
                     "-m",
                     "cdc",
-                    "agent",
+                    self.command,
                     "--config",
                     str(self.config_path),
                     "--log-format",
@@ -421,9 +431,10 @@ class TopicReader:
     creates it, so partitions are assigned on the first poll that finds it.
     """
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, *, read_committed: bool = False) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
+        self.read_committed = read_committed
         self.partitions = 0
         self._raw: list[tuple[int, int, bytes, bytes]] = []
         self._loop = asyncio.new_event_loop()
@@ -448,6 +459,7 @@ class TopicReader:
                 bootstrap_servers=self.bootstrap,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
+                isolation_level="read_committed" if self.read_committed else "read_uncommitted",
                 max_partition_fetch_bytes=4 * 2**20,
                 request_timeout_ms=15_000,
             )

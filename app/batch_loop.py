@@ -1,0 +1,245 @@
+"""One batch of raw events: restore what is new, merge, then commit state, clean events and offsets at once.
+
+The Faust agent hands each batch here and acknowledges its events only after the Kafka transaction has
+committed, so Faust's own offset commits never run ahead of what was merged and emitted. Any failure
+stops the worker (fail-stop): nothing of the failed batch is visible, the local stores are untouched,
+and the batch is merged again by whichever worker owns the partitions next.
+
+The expiry timer runs its transactions under the same lock, so a batch and an expiry never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aiokafka import TopicPartition
+
+from agents.commitlog.table_schema import TableSchema
+from app.change_processor import ChangeProcessor, CleanRecord
+from app.errors import TransactionFailed
+from app.partition_states import PartitionStates
+from app.table_schemas import TableSchemas
+from app.transactional_sink import TransactionalSink
+from app.worker_stats import WorkerStats
+from cdc.kafka_topics import TopicSpec, ensure_topics
+from schemas.raw_event import RawEventError, decode_raw_event
+from state.store_transaction import StateTransaction
+
+log = logging.getLogger(__name__)
+
+#: how long a raw event waits for its table's schema to arrive before it is dead-lettered
+SCHEMA_WAIT_S = 15.0
+#: digests older than the horizon are forgotten this often
+DIGEST_EXPIRY_EVERY_S = 60.0
+
+
+@dataclass(slots=True, frozen=True)
+class RawRecord:
+    """What the loop needs of a consumed message."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(slots=True, frozen=True)
+class Topics:
+    raw: str
+    changelog: str
+    dead_letter: str
+    group_id: str
+    clean_partitions: int
+    replication_factor: int
+
+
+class BatchLoop:
+    def __init__(
+        self,
+        *,
+        bootstrap_servers: str,
+        topics: Topics,
+        partitions: PartitionStates,
+        schemas: TableSchemas,
+        processor: ChangeProcessor,
+        sink: TransactionalSink,
+        stats: WorkerStats,
+        digest_horizon_s: int,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topics = topics
+        self.partitions = partitions
+        self.schemas = schemas
+        self.processor = processor
+        self.sink = sink
+        self.stats = stats
+        self.digest_horizon_ms = digest_horizon_s * 1000
+        self.lock = asyncio.Lock()
+        self._clean_topics: set[str] = set()
+        self._prepared: dict[uuid.UUID, TableSchema] = {}
+        self._last_digest_expiry = 0.0
+        self.failed: BaseException | None = None
+
+    # -- batches of raw events
+
+    async def process(self, records: Sequence[RawRecord]) -> int:
+        """Merge and commit one batch; return how many records were this worker's to process."""
+        async with self.lock:
+            started = time.perf_counter()
+            mine = [r for r in records if r.partition in self.partitions.assigned]
+            log.debug("batch of %d records, %d of assigned partitions", len(records), len(mine))
+            if not mine:
+                return 0
+            await self.partitions.restore(self.partitions.unrestored({r.partition for r in mine}))
+            now_ms = int(time.time() * 1000)
+            txns: dict[int, StateTransaction] = {}
+            out: list[CleanRecord] = []
+            dead: list[tuple[RawRecord, str]] = []
+            offsets: dict[TopicPartition, int] = {}
+            try:
+                for record in mine:
+                    txn = txns.get(record.partition)
+                    if txn is None:
+                        txn = txns[record.partition] = self.partitions.store(record.partition).transaction()
+                        # what expired by now goes out before any event is merged on top of it
+                        self.processor.expire(txn, self._schemas_by_id(), now_ms, out)
+                    tp = TopicPartition(self.topics.raw, record.partition)
+                    offsets[tp] = max(offsets.get(tp, 0), record.offset + 1)
+                    problem = await self._merge(txn, record, now_ms, out)
+                    if problem is not None:
+                        dead.append((record, problem))
+                await self._commit(txns, out, dead, offsets)
+            except BaseException:
+                for txn in txns.values():
+                    txn.rollback()
+                raise
+            self.stats.batches.observe(time.perf_counter() - started)
+            return len(mine)
+
+    async def _merge(
+        self, txn: StateTransaction, record: RawRecord, now_ms: int, out: list[CleanRecord]
+    ) -> str | None:
+        """Merge one record; return why it cannot be merged (it is then dead-lettered), or None."""
+        if record.value is None:
+            return "raw record without a value"
+        try:
+            event = decode_raw_event(record.value)
+        except RawEventError as exc:
+            return str(exc)
+        table_id = uuid.UUID(event["table_id"])
+        schema = self.schemas.get(table_id) or await self.schemas.wait_for(table_id, SCHEMA_WAIT_S)
+        if schema is None:
+            self.stats.unknown_table_events.inc()
+            return (
+                f"no schema for table {event['keyspace']}.{event['table']} ({table_id}) on the schema topic "
+                f"{self.schemas.topic} after {SCHEMA_WAIT_S:.0f} s"
+            )
+        if schema is not self._prepared.get(table_id):
+            await self.processor.codec.prepare(schema)  # registry calls happen here, off the event loop
+            self._prepared[table_id] = schema
+        self.processor.process(txn, event, schema, now_ms, out)
+        return None
+
+    def _schemas_by_id(self) -> dict[uuid.UUID, TableSchema]:
+        return {s.table_id: s for s in self.schemas.tables()}
+
+    # -- the passing of time
+
+    async def expire(self) -> int:
+        """Emit what expired since the last look, and forget old digests, in one transaction."""
+        async with self.lock:
+            stores = self.partitions.ready
+            if not stores:
+                return 0
+            now_ms = int(time.time() * 1000)
+            forget = time.monotonic() - self._last_digest_expiry >= DIGEST_EXPIRY_EVERY_S
+            txns: dict[int, StateTransaction] = {}
+            out: list[CleanRecord] = []
+            looked = 0
+            try:
+                for partition, store in stores.items():
+                    txn = txns[partition] = store.transaction()
+                    looked += self.processor.expire(txn, self._schemas_by_id(), now_ms, out)
+                    if forget:
+                        self.stats.digests_expired.inc(
+                            txn.expire_digests(now_ms - self.digest_horizon_ms, 100_000)
+                        )
+                if any(txn.changelog() for txn in txns.values()):
+                    await self._commit(txns, out, [], {})
+                else:
+                    for txn in txns.values():
+                        txn.rollback()
+            except BaseException:
+                for txn in txns.values():
+                    txn.rollback()
+                raise
+            if forget:
+                self._last_digest_expiry = time.monotonic()
+            return looked
+
+    # -- committing
+
+    async def _commit(
+        self,
+        txns: dict[int, StateTransaction],
+        out: list[CleanRecord],
+        dead: list[tuple[RawRecord, str]],
+        offsets: dict[TopicPartition, int],
+    ) -> None:
+        await self._ensure_clean_topics({r.topic for r in out})
+        tx = await self.sink.begin()
+        try:
+            for clean in out:
+                await tx.send(clean.topic, clean.key, clean.value)
+            for record, reason in dead:
+                await tx.send(
+                    self.topics.dead_letter,
+                    record.key,
+                    record.value,
+                )
+                log.error(
+                    "raw record %s[%d]@%d dead-lettered to %s: %s",
+                    self.topics.raw, record.partition, record.offset, self.topics.dead_letter, reason,
+                )  # fmt: skip
+            for partition, txn in txns.items():
+                for key, value in txn.changelog():
+                    await tx.send(self.topics.changelog, key, value, partition=partition)
+            written = await tx.commit(offsets, self.topics.group_id)
+        except TransactionFailed:
+            self.stats.transactions_failed.inc()
+            raise
+        except BaseException:
+            await tx.abort()
+            self.stats.transactions_failed.inc()
+            raise
+        for partition, txn in txns.items():
+            store = self.partitions.store(partition)
+            changelog_next = written.get(
+                TopicPartition(self.topics.changelog, partition), store.changelog_offset
+            )
+            source_next = offsets.get(TopicPartition(self.topics.raw, partition))
+            txn.commit(source_next, changelog_next)
+        self.stats.last_commit_time.set(time.time())
+
+    async def _ensure_clean_topics(self, names: set[str]) -> None:
+        new = names - self._clean_topics
+        if not new:
+            return
+        await ensure_topics(
+            self.bootstrap_servers,
+            [
+                TopicSpec(
+                    name,
+                    self.topics.clean_partitions,
+                    self.topics.replication_factor,
+                    {"cleanup.policy": "compact"},
+                )
+                for name in sorted(new)
+            ],
+        )
+        self._clean_topics |= new

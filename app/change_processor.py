@@ -1,0 +1,253 @@
+"""Raw events in, change records out, inside one state transaction: dedup, merge, expiry, emit.
+
+No Kafka here: the batch loop hands in decoded raw events and a ``StateTransaction`` per partition, and
+sends the returned records in its Kafka transaction. One ``now`` per batch keeps images consistent:
+expiries due by ``now`` are emitted before any event of the batch is merged, so a before image is always
+the image consumers last saw.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from agents.commitlog.table_schema import TableSchema
+from app.worker_stats import WorkerStats
+from schemas.change_codec import ChangeCodec
+from schemas.change_event import ChangeSource, change_envelope, change_key, clean_topic_name
+from state.change import RowChange, apply_prepared_with_changes, expiry_changes
+from state.partition_state import PartitionState, prepare_event
+from state.store_transaction import DueExpiry, StateTransaction
+from state.table_layout import layout_for
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, frozen=True)
+class CleanRecord:
+    topic: str
+    key: bytes
+    value: bytes | None
+
+
+def event_write_time(event: dict[str, Any]) -> int:
+    """The largest write timestamp (µs) in a raw event: its cells, livenesses and deletions."""
+    best = -(2**63)
+
+    def deletion(d: dict[str, Any] | None) -> None:
+        nonlocal best
+        if d is not None and d["timestamp"] > best:
+            best = d["timestamp"]
+
+    def row(r: dict[str, Any] | None) -> None:
+        nonlocal best
+        if r is None:
+            return
+        deletion(r.get("deletion"))
+        liveness = r.get("liveness")
+        if liveness is not None and liveness["timestamp"] > best:
+            best = liveness["timestamp"]
+        for cell in r["cells"]:
+            if cell["timestamp"] > best:
+                best = cell["timestamp"]
+        for complex_deletion in r.get("complex_deletions") or ():
+            deletion(complex_deletion.get("deletion"))
+
+    deletion(event["partition_deletion"])
+    row(event["static_row"])
+    for r in event["rows"]:
+        row(r)
+    for marker in event["range_tombstones"]:
+        deletion(marker.get("deletion"))
+        deletion(marker.get("start_deletion"))
+    return best
+
+
+class ChangeProcessor:
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        topic_prefix: str,
+        codec: ChangeCodec,
+        stats: WorkerStats,
+        refuse_counters: bool = False,
+    ) -> None:
+        self.cluster = cluster
+        self.topic_prefix = topic_prefix
+        self.codec = codec
+        self.stats = stats
+        self.refuse_counters = refuse_counters
+        self._topics: dict[uuid.UUID, str] = {}
+
+    def topic(self, schema: TableSchema) -> str:
+        topic = self._topics.get(schema.table_id)
+        if topic is None:
+            topic = self._topics[schema.table_id] = clean_topic_name(
+                self.topic_prefix, schema.keyspace, schema.table
+            )
+        return topic
+
+    # -- raw events
+
+    def process(
+        self,
+        txn: StateTransaction,
+        event: dict[str, Any],
+        schema: TableSchema,
+        now_ms: int,
+        out: list[CleanRecord],
+    ) -> str:
+        """Merge one raw event; append its change records to ``out``; return its outcome (see worker_stats)."""
+        name = f"{schema.keyspace}.{schema.table}"
+        digest = event["digest"]
+        if txn.seen_digest(digest):
+            outcome = "duplicate"
+        elif schema.is_counter and self.refuse_counters:
+            outcome = "refused"
+        else:
+            txn.remember_digest(digest, now_ms)
+            outcome = self._merge(txn, event, schema, now_ms, out)
+        self.stats.record(name, outcome)
+        return outcome
+
+    def _merge(
+        self,
+        txn: StateTransaction,
+        event: dict[str, Any],
+        schema: TableSchema,
+        now_ms: int,
+        out: list[CleanRecord],
+    ) -> str:
+        now_s = now_ms // 1000
+        layout = layout_for(schema)
+        prepared = prepare_event(event, layout)
+        state = txn.load(schema, prepared, now_s)
+        result, changes = apply_prepared_with_changes(state, prepared, layout, now_s)
+        if not result.changed:
+            return "late"
+        txn.save(
+            schema,
+            state,
+            result.rows,
+            now_s,
+            header=result.partition_deletion or result.static or result.range_tombstones,
+        )
+        if not changes:
+            return "noop"
+        source = event["source"]
+        write_time = event_write_time(event)
+        for change in changes:
+            self._emit(
+                change,
+                schema,
+                ChangeSource(
+                    cluster=self.cluster,
+                    keyspace=schema.keyspace,
+                    table=schema.table,
+                    write_time_us=_change_write_time(change, write_time),
+                    node=source["node"],
+                    segment_id=source["segment_id"],
+                    offset=source["entry_offset"],
+                ),
+                now_ms,
+                out,
+            )
+        return "applied"
+
+    def _emit(
+        self,
+        change: RowChange,
+        schema: TableSchema,
+        source: ChangeSource,
+        now_ms: int,
+        out: list[CleanRecord],
+    ) -> None:
+        topic = self.topic(schema)
+        image = change.after if change.after is not None else change.before
+        assert image is not None
+        key = self.codec.encode_key(schema, change_key(schema, image))
+        out.append(
+            CleanRecord(
+                topic, key, self.codec.encode_value(schema, change_envelope(change, schema, source, now_ms))
+            )
+        )
+        if change.op == "d":
+            out.append(CleanRecord(topic, key, None))  # lets log compaction forget the row
+        self.stats.emitted(f"{schema.keyspace}.{schema.table}", change.op)
+
+    # -- time
+
+    def expire(
+        self,
+        txn: StateTransaction,
+        schemas: dict[uuid.UUID, TableSchema],
+        now_ms: int,
+        out: list[CleanRecord],
+        *,
+        limit: int = 10_000,
+    ) -> int:
+        """Emit the changes of every TTL that expired by ``now``; return how many rows were looked at."""
+        now_s = now_ms // 1000
+        due = txn.due_expiries(now_s, limit)
+        by_partition: dict[tuple[uuid.UUID, bytes], list[DueExpiry]] = defaultdict(list)
+        for item in due:
+            by_partition[(item.table_id, item.partition_key)].append(item)
+        for (table_id, partition_key), items in by_partition.items():
+            schema = schemas.get(table_id)
+            if schema is None:
+                log.warning("expiry due for table %s whose schema is unknown; kept for later", table_id)
+                continue
+            state = txn.load_rows(schema, partition_key, [i.clustering_key for i in items])
+            if schema.static_columns:
+                # loaded whole, and a static expiry changes every row: one look at the whole partition
+                views = [(state, min(i.at_s for i in items))]
+            else:
+                views = [(_view_of(state, i.clustering_key), i.at_s) for i in items]
+            for view, first_expiry in views:
+                # the image just before the first expiry is the one consumers saw last
+                for change in expiry_changes(view, schema, first_expiry - 1, now_s):
+                    self._emit(
+                        change,
+                        schema,
+                        ChangeSource(
+                            cluster=self.cluster,
+                            keyspace=schema.keyspace,
+                            table=schema.table,
+                            write_time_us=first_expiry * 1_000_000,
+                            node=None,
+                            segment_id=None,
+                            offset=None,
+                            expired=True,
+                        ),
+                        now_ms,
+                        out,
+                    )
+                    self.stats.expired_changes.inc()
+            keys = [i.clustering_key for i in items if i.clustering_key is not None]
+            txn.save(schema, state, keys, now_s, header=any(i.clustering_key is None for i in items))
+        return len(due)
+
+
+def _change_write_time(change: RowChange, event_time: int) -> int:
+    """A created or updated row's newest visible write; a deletion's is the event's."""
+    if change.after is not None:
+        return change.after.write_time() or event_time
+    return event_time
+
+
+def _view_of(state: PartitionState, key: bytes | None) -> PartitionState:
+    """The partition with only one due row (of a table without static columns)."""
+    if key is None:
+        return state
+    row = state.rows.get(key)
+    return PartitionState(
+        state.partition_key,
+        state.partition_deletion,
+        None,
+        {key: row} if row is not None else {},
+        state.range_tombstones,
+    )

@@ -1,0 +1,162 @@
+"""REST: a row's image by primary key (with per-cell write time and TTL and the partition's tombstones),
+`/stats`, `/health` and Prometheus `/metrics`.
+
+A row request may land on any worker: it is forwarded to the worker that owns the raw-topic partition
+of the row's partition key (the one whose state holds it). With `worker.web_token` set, every request
+but `/health` needs `Authorization: Bearer <token>`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+import faust
+from aiokafka.partitioner import murmur2
+from faust.web import Request, Response, View
+from yarl import URL
+
+from agents.commitlog.table_schema import TableSchema
+from app.key_parser import parse_primary_key
+from schemas.change_codec import json_value_row
+from schemas.raw_event import encode_raw_key
+from state.cell_merge import Deletion
+from state.row_image import cell_metadata, decode_row, partition_images, row_image
+from state.table_layout import clustering_key
+
+if TYPE_CHECKING:
+    from app.worker import Worker
+
+MAX_ROWS = 1000
+
+
+def _deletion(d: Deletion | None) -> dict[str, int] | None:
+    if d is None:
+        return None
+    return {"timestamp": d.timestamp, "local_deletion_time": d.local_deletion_time}
+
+
+def register_views(app: faust.App, worker: Worker) -> None:
+    token = worker.settings.web_token
+
+    def denied(view: View, request: Request) -> Response | None:
+        if token is None:
+            return None
+        given = request.headers.get("Authorization", "")
+        if hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            return None
+        return view.json({"error": "missing or wrong bearer token (worker.web_token)"}, status=401)
+
+    @app.page("/health")
+    async def health(self: View, request: Request) -> Response:
+        body = {
+            "status": worker.status,
+            "worker_id": worker.settings.worker_id,
+            "partitions_assigned": sorted(worker.partitions.assigned),
+            "partitions_ready": sorted(worker.partitions.ready),
+            "tables_known": len(worker.schemas.tables()),
+        }
+        if worker.loop.failed is not None:
+            body["error"] = str(worker.loop.failed)
+        return self.json(body, status=200 if worker.status != "failed" else 503)
+
+    @app.page("/stats")
+    async def stats(self: View, request: Request) -> Response:
+        if (refused := denied(self, request)) is not None:
+            return refused
+        return self.json({"worker_id": worker.settings.worker_id, **worker.stats.document()})
+
+    @app.page("/metrics")
+    async def metrics(self: View, request: Request) -> Response:
+        if (refused := denied(self, request)) is not None:
+            return refused
+        return self.bytes(worker.stats.prometheus(), content_type="text/plain; version=0.0.4")
+
+    @app.page("/rows/{keyspace}/{table}")
+    async def rows(self: View, request: Request, keyspace: str, table: str) -> Response:
+        if (refused := denied(self, request)) is not None:
+            return refused
+        schema = worker.schemas.by_name(keyspace, table)
+        if schema is None:
+            return self.json({"error": f"table {keyspace}.{table} is not known to the workers"}, status=404)
+        text = request.query.get("key")
+        if text is None:
+            return self.json({"error": 'give the primary key as ?key={"column": value, ...}'}, status=400)
+        try:
+            partition_key, clustering = parse_primary_key(schema, json.loads(text))
+        except ValueError as exc:
+            return self.json({"error": f"bad key for {keyspace}.{table}: {exc}"}, status=400)
+        raw_topic = worker.config.kafka.raw_topic
+        raw_key = encode_raw_key(schema.keyspace, schema.table, partition_key)
+        partition = (murmur2(raw_key) & 0x7FFFFFFF) % worker.config.kafka.raw_partitions
+        if partition not in worker.partitions.assigned and "routed" not in request.query:
+            owner = _owner_url(app, raw_topic, partition)
+            if owner is None:
+                return self.json(
+                    {"error": f"no worker owns raw partition {partition} right now; retry"}, status=503
+                )
+            return await _forward(app, self, request, owner)
+        if partition not in worker.partitions.ready:
+            return self.json(
+                {"error": f"raw partition {partition} is not ready on {worker.settings.worker_id}; retry"},
+                status=503,
+            )
+        return self.json(_row_document(worker, schema, partition, partition_key, clustering))
+
+
+def _owner_url(app: faust.App, topic: str, partition: int) -> str | None:
+    """The web address of the worker the consumer group gave ``partition`` of ``topic``."""
+    for url, topics in app.router.external_topics_metadata().items():
+        if partition in topics.get(topic, ()):
+            return str(url)
+    return None
+
+
+async def _forward(app: faust.App, view: View, request: Request, owner: str) -> Response:
+    """Ask the owning worker (once: the forwarded request is marked, so it never bounces)."""
+    url = URL(owner).with_path(request.path).with_query({**request.query, "routed": "1"})
+    headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
+    async with app.http_client.get(url, headers=headers) as response:
+        return view.bytes(await response.read(), content_type=response.content_type, status=response.status)
+
+
+def _row_document(
+    worker: Worker,
+    schema: TableSchema,
+    partition: int,
+    partition_key: bytes,
+    clustering: tuple[bytes | None, ...] | None,
+) -> dict[str, Any]:
+    now_s = int(time.time())
+    store = worker.partitions.store(partition)
+    if clustering is not None and schema.clustering:
+        key = clustering_key(schema, clustering)
+        state = store.read_row(schema.table_id, partition_key, key)
+        images = [image] if (image := row_image(state, key, schema, now_s)) is not None else []
+        deleted_row = state.rows.get(key)
+        row_deletion = _deletion(deleted_row.deletion) if deleted_row is not None else None
+    else:
+        state = store.read_partition(schema.table_id, partition_key)
+        images = partition_images(state, schema, now_s)[:MAX_ROWS]
+        row_deletion = None
+    return {
+        "keyspace": schema.keyspace,
+        "table": schema.table,
+        "served_by": worker.settings.worker_id,
+        "raw_partition": partition,
+        "rows": [
+            {
+                "values": json_value_row(schema, decode_row(image, schema)),
+                "cells": cell_metadata(image, now_s),
+            }
+            for image in images
+        ],
+        "partition_deletion": _deletion(state.partition_deletion),
+        "row_deletion": row_deletion,
+        "range_tombstones": [
+            {"start": start.hex(), "end": end.hex(), "deletion": _deletion(d)}
+            for start, end, d in state.range_tombstones
+        ],
+    }

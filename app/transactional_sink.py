@@ -1,0 +1,124 @@
+"""One Kafka transaction per batch: state changelog records, clean events and the consumed offsets.
+
+Either all of a batch becomes visible to read_committed consumers, with the raw offsets committed for
+the consumer group, or none of it does: a crash between them can neither lose a clean event (state saved,
+event not sent) nor repeat one (event sent, state not saved). Faust's own exactly-once mode does not
+cover this: its topic sends bypass the transactional producers, so the worker owns its producer.
+
+The transactional id is the worker's stable name, so a restarted worker fences its predecessor and
+aborts the transaction it left open at once (a worker with a new name waits for the broker's
+transaction timeout instead).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.structs import RecordMetadata
+
+from app.errors import TransactionFailed
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class OpenTransaction:
+    """Records sent so far in the current transaction; ``commit`` makes them visible together."""
+
+    producer: AIOKafkaProducer
+    transactional_id: str
+    pending: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
+    records: int = 0
+
+    async def send(
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
+    ) -> None:
+        self.pending.append(await self.producer.send(topic, value=value, key=key, partition=partition))
+        self.records += 1
+
+    async def commit(self, offsets: Mapping[TopicPartition, int], group_id: str) -> dict[TopicPartition, int]:
+        """Commit; return the next offset after the last record written to each topic partition."""
+        try:
+            written = await asyncio.gather(*self.pending)
+            if offsets:
+                await self.producer.send_offsets_to_transaction(dict(offsets), group_id)
+            await self.producer.commit_transaction()
+        except ProducerFenced as exc:
+            raise TransactionFailed(
+                f"transactional id {self.transactional_id} was taken over by another worker; this one stops"
+            ) from exc
+        except (KafkaError, OSError) as exc:
+            await self._abort_quietly()
+            raise TransactionFailed(
+                f"transaction of {self.records} records ({self.transactional_id}) did not commit: {exc!r}"
+            ) from exc
+        next_offsets: dict[TopicPartition, int] = {}
+        for meta in written:
+            tp = TopicPartition(meta.topic, meta.partition)
+            next_offsets[tp] = max(next_offsets.get(tp, 0), meta.offset + 1)
+        return next_offsets
+
+    async def abort(self) -> None:
+        await self._abort_quietly()
+
+    async def _abort_quietly(self) -> None:
+        for future in self.pending:
+            future.cancel()
+        try:
+            await self.producer.abort_transaction()
+        except (KafkaError, OSError) as exc:
+            log.warning(
+                "abort of transaction %s failed (%r); the broker aborts it on timeout",
+                self.transactional_id,
+                exc,
+            )
+
+
+class TransactionalSink:
+    """The worker's transactional producer."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        transactional_id: str,
+        *,
+        transaction_timeout_ms: int,
+        request_timeout_ms: int = 30_000,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self._settings: dict[str, Any] = {
+            "bootstrap_servers": bootstrap_servers,
+            "transactional_id": transactional_id,
+            "transaction_timeout_ms": transaction_timeout_ms,
+            "request_timeout_ms": request_timeout_ms,
+            "enable_idempotence": True,
+            "acks": "all",
+            "linger_ms": 2,
+            "max_batch_size": 256 * 1024,
+        }
+        self._producer: AIOKafkaProducer | None = None
+
+    async def start(self) -> None:
+        """Connect and register the transactional id (which fences an earlier producer with the same id)."""
+        self._producer = AIOKafkaProducer(**self._settings)
+        await self._producer.start()
+
+    async def begin(self) -> OpenTransaction:
+        if self._producer is None:
+            raise TransactionFailed(f"the transactional producer {self.transactional_id} is not started")
+        try:
+            await self._producer.begin_transaction()
+        except (KafkaError, OSError) as exc:
+            raise TransactionFailed(f"cannot begin a transaction ({self.transactional_id}): {exc!r}") from exc
+        return OpenTransaction(self._producer, self.transactional_id)
+
+    async def stop(self) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None

@@ -1,0 +1,256 @@
+"""The worker: a Faust application whose one agent merges the raw topic into row state and clean topics.
+
+Faust gives the consumer group (partitions of the raw topic spread over workers, each key always on one
+worker), the agent loop at concurrency 1, the timer for expiries, and the web server that routes a
+REST request to the worker owning the key's partition. The worker owns what Faust's tables cannot do
+atomically: its state stores, its changelog, and one Kafka transaction per batch (see batch_loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import Any
+
+import faust
+from faust.types import TP, AppT
+from rocksdict import Cache
+
+from app.batch_loop import BatchLoop, RawRecord, Topics
+from app.change_processor import ChangeProcessor
+from app.errors import WorkerError
+from app.partition_states import PartitionStates, changelog_topic
+from app.rest_api import register_views
+from app.table_schemas import TableSchemas
+from app.transactional_sink import TransactionalSink
+from app.worker_stats import WorkerStats
+from cdc.config import CdcConfig, ConfigError, WorkerConfig
+from cdc.kafka_topics import TopicSpec, ensure_topics
+from schemas.change_codec import ChangeCodec, JsonChangeCodec
+from state.partition_store import StoreOptions
+
+log = logging.getLogger(__name__)
+
+
+def worker_config(config: CdcConfig) -> WorkerConfig:
+    if config.worker is None:
+        raise ConfigError(f"config {config.source} has no worker section (worker.data_directory is required)")
+    return config.worker
+
+
+def make_codec(worker: WorkerConfig) -> ChangeCodec:
+    if worker.encoding == "avro":
+        from schemas.change_codec import AvroChangeCodec
+        from schemas.registry_client import HttpSchemaRegistryClient
+
+        assert worker.schema_registry_url is not None  # checked with the config
+        return AvroChangeCodec(
+            HttpSchemaRegistryClient(worker.schema_registry_url), worker.clean_topic_prefix
+        )
+    return JsonChangeCodec()
+
+
+class Worker:
+    """Everything one worker process runs; ``app`` is the Faust application."""
+
+    def __init__(self, config: CdcConfig) -> None:
+        self.config = config
+        self.settings = settings = worker_config(config)
+        kafka = config.kafka
+        self.stats = WorkerStats()
+        self.status = "starting"
+        self.topics = Topics(
+            raw=kafka.raw_topic,
+            changelog=changelog_topic(settings.app_id),
+            dead_letter=f"{settings.app_id}.dead-letter",
+            group_id=settings.app_id,
+            clean_partitions=settings.clean_partitions,
+            replication_factor=kafka.replication_factor,
+        )
+        self.schemas = TableSchemas(
+            kafka.bootstrap_servers, kafka.schema_topic, request_timeout_ms=kafka.request_timeout_ms
+        )
+        self.partitions = PartitionStates(
+            settings.data_directory,
+            kafka.bootstrap_servers,
+            self.topics.changelog,
+            StoreOptions(
+                write_buffer_bytes=settings.write_buffer_size, cache=Cache(settings.block_cache_size)
+            ),
+            self.stats,
+        )
+        self.processor = ChangeProcessor(
+            cluster=config.cluster,
+            topic_prefix=settings.clean_topic_prefix,
+            codec=make_codec(settings),
+            stats=self.stats,
+            refuse_counters=settings.counter_tables == "refuse",
+        )
+        self.sink = TransactionalSink(
+            kafka.bootstrap_servers,
+            f"{settings.app_id}-{settings.worker_id}",
+            transaction_timeout_ms=settings.transaction_timeout_ms,
+            request_timeout_ms=kafka.request_timeout_ms,
+        )
+        self.loop = BatchLoop(
+            bootstrap_servers=kafka.bootstrap_servers,
+            topics=self.topics,
+            partitions=self.partitions,
+            schemas=self.schemas,
+            processor=self.processor,
+            sink=self.sink,
+            stats=self.stats,
+            digest_horizon_s=settings.digest_horizon_s,
+        )
+        self.app = self._build_app()
+
+    def _build_app(self) -> faust.App:
+        settings, kafka = self.settings, self.config.kafka
+        host = settings.web_bind if settings.web_bind not in ("0.0.0.0", "::") else socket.gethostname()
+        app = faust.App(
+            settings.app_id,
+            broker=[f"kafka://{server}" for server in kafka.bootstrap_servers.split(",")],
+            store="memory://",
+            autodiscover=False,
+            datadir=str(settings.data_directory / "faust"),
+            topic_partitions=kafka.raw_partitions,
+            topic_replication_factor=kafka.replication_factor,
+            table_standby_replicas=0,
+            web_enabled=True,
+            web_bind=settings.web_bind,
+            web_port=settings.web_port,
+            web_host=host,
+            canonical_url=f"http://{host}:{settings.web_port}",
+            web_tables_enabled=False,
+            consumer_auto_offset_reset="earliest",
+            broker_max_poll_records=settings.batch_max_events,
+            stream_buffer_maxsize=settings.batch_max_events * 2,
+        )
+        raw = app.topic(
+            kafka.raw_topic,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            internal=False,
+        )
+        self.raw_topic = raw
+        batch_max, within = settings.batch_max_events, settings.batch_max_wait_ms / 1000
+
+        @app.agent(raw, concurrency=1, name="merge_raw_events")
+        async def merge_raw_events(stream: faust.StreamT[Any]) -> None:
+            async for events in stream.noack_take(batch_max, within=within):
+                records = [
+                    RawRecord(e.message.partition, e.message.offset, e.message.key, e.message.value)
+                    for e in events
+                ]
+                try:
+                    await self.loop.process(records)
+                except BaseException as exc:
+                    await self._fail(exc)
+                    raise
+                for event in events:
+                    await stream.ack(event)
+            if not app.should_stop:
+                # Faust ends a stream quietly when it cannot deliver; never go on without one
+                await self._fail(WorkerError(f"the stream of raw topic {kafka.raw_topic} ended"))
+
+        @app.timer(interval=settings.expiry_interval_ms / 1000)
+        async def expire_ttls() -> None:
+            if self.status != "ok":
+                return
+            try:
+                await self.loop.expire()
+            except BaseException as exc:
+                await self._fail(exc)
+                raise
+
+        @app.on_partitions_assigned.connect
+        async def on_assigned(sender: AppT, assigned: set[TP], **_: Any) -> None:
+            partitions = {tp.partition for tp in assigned if tp.topic == kafka.raw_topic}
+            self.partitions.assign(partitions)
+            log.info("assigned raw partitions %s", sorted(partitions))
+
+        @app.on_partitions_revoked.connect
+        async def on_revoked(sender: AppT, revoked: set[TP], **_: Any) -> None:
+            partitions = {tp.partition for tp in revoked if tp.topic == kafka.raw_topic}
+            async with self.loop.lock:  # a batch in flight commits first
+                self.partitions.revoke(partitions)
+            log.info("revoked raw partitions %s", sorted(partitions))
+
+        @app.task
+        async def started() -> None:
+            self.status = "ok"
+
+        register_views(app, self)
+        return app
+
+    async def _fail(self, exc: BaseException) -> None:
+        self.status = "failed"
+        self.loop.failed = exc
+        log.critical("worker stops: %s", exc, exc_info=exc)
+        await self.app.crash(exc)
+
+    async def prepare(self) -> None:
+        """Before Faust starts: topics exist, schemas are read, the transactional producer fences its
+        predecessor (which aborts the transaction a killed worker left open)."""
+        kafka = self.config.kafka
+        try:
+            (self.settings.data_directory / "faust").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"config key worker.data_directory: cannot create {self.settings.data_directory}: {exc.strerror}"
+            ) from exc
+        counts = await ensure_topics(
+            kafka.bootstrap_servers,
+            [
+                TopicSpec(kafka.raw_topic, kafka.raw_partitions, kafka.replication_factor),
+                TopicSpec(kafka.schema_topic, 1, kafka.replication_factor, {"cleanup.policy": "compact"}),
+                TopicSpec(
+                    self.topics.changelog,
+                    kafka.raw_partitions,
+                    kafka.replication_factor,
+                    {"cleanup.policy": "compact"},
+                ),
+                TopicSpec(self.topics.dead_letter, 1, kafka.replication_factor),
+            ],
+            request_timeout_ms=kafka.request_timeout_ms,
+        )
+        if counts.get(kafka.raw_topic) != kafka.raw_partitions:
+            raise ConfigError(
+                f"config key kafka.raw_partitions is {kafka.raw_partitions} but raw topic {kafka.raw_topic} has "
+                f"{counts.get(kafka.raw_topic)} partitions; set it to the topic's count"
+            )
+        if counts.get(self.topics.changelog) != counts.get(kafka.raw_topic):
+            raise ConfigError(
+                f"changelog topic {self.topics.changelog} has {counts.get(self.topics.changelog)} partitions but "
+                f"raw topic {kafka.raw_topic} has {counts.get(kafka.raw_topic)}: they must match (partition p of "
+                "the changelog holds the state of raw partition p)"
+            )
+        await self.schemas.start()
+        await self.sink.start()
+
+    async def shutdown(self) -> None:
+        await self.sink.stop()
+        await self.schemas.stop()
+        self.partitions.close()
+
+
+def run_worker(config: CdcConfig) -> int:
+    """Run until SIGINT/SIGTERM; the exit code is not 0 when the worker stopped on an error."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    worker = Worker(config)
+    loop.run_until_complete(worker.prepare())
+    faust_worker = faust.Worker(worker.app, loop=loop, loglevel="WARNING", quiet=True, override_logging=False)
+    try:
+        faust_worker.execute_from_commandline()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    else:
+        code = 0
+    finally:
+        if not loop.is_closed():
+            loop.run_until_complete(worker.shutdown())
+    return 1 if worker.loop.failed is not None else code

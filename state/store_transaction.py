@@ -1,0 +1,514 @@
+"""One batch of work on a partition store, as one Kafka transaction sees it.
+
+Writes go to an overlay (key -> bytes, or None for a delete) that every read of the transaction looks
+at first, so a batch sees its own writes; nothing reaches RocksDB until ``commit``, which writes the
+overlay and the offsets in one WriteBatch. The overlay, in first-write order, is also the changelog:
+the worker sends ``changelog()`` to the compacted changelog topic inside the same Kafka transaction,
+and a fresh worker replays that topic into an empty store (``PartitionStore.restore``).
+
+Loads are sparse: a partition update reads the header, the rows it names, the rows inside its range
+deletions, and everything only when it needs everything (an effective partition deletion, or a static
+row update in a table with static columns, which changes every row's image). A table with static
+columns needs one more thing: whether some other row exists, because a partition with live static cells
+and no row shows a static-only row. For that a load adds one "witness": the first row, in clustering
+order, that exists and that the update cannot touch.
+
+Saves purge tombstones past gc_grace_seconds, write only rows whose bytes change, and keep the due
+index (``X`` keys, see store_keys) exact: every row and header has one entry at the earliest second at
+which a live cell or liveness expires or a tombstone becomes purgeable, or none.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rocksdict import ReadOptions
+
+from agents.commitlog.table_schema import TableSchema
+from state.errors import StoreError
+from state.partition_state import PartitionState, PreparedEvent
+from state.row_image import row_exists, static_columns
+from state.row_state import RowState
+from state.store_codec import (
+    decode_header_value,
+    decode_row_value,
+    encode_header_value,
+    encode_row_value,
+    stored_due,
+)
+from state.store_keys import (
+    DIGEST_AGE,
+    DUE,
+    ROW,
+    digest_age_key,
+    digest_age_until,
+    digest_key,
+    due_key,
+    due_until,
+    header_key,
+    meta_key,
+    pack_u64,
+    parse_digest_age_key,
+    parse_due_key,
+    prefix_end,
+    row_group,
+    row_prefix,
+)
+from state.table_layout import TableLayout, layout_for
+
+if TYPE_CHECKING:
+    from state.partition_store import PartitionStore
+
+_ROW_KIND = ROW[0]
+_DUE_KIND = DUE[0]
+_DIGEST_AGE_KIND = DIGEST_AGE[0]
+#: meta names the store writes itself at commit; not part of the changelog
+RESERVED_META = frozenset({"source_offset", "changelog_offset", "format", "partition"})
+
+
+@dataclass(frozen=True, slots=True)
+class DueExpiry:
+    """A row (or the header: ``clustering_key`` None) that needs a look at ``at_s``: something in it
+    expires then, or a tombstone becomes purgeable. Load it with ``load_rows`` and save it."""
+
+    table_id: uuid.UUID
+    partition_key: bytes
+    clustering_key: bytes | None
+    at_s: int
+
+
+def _purge_time(row: RowState) -> int | None:
+    """The earliest local deletion time gc_grace counts from, of anything in the row."""
+    times: list[int] = []
+    if row.deletion is not None:
+        times.append(row.deletion.local_deletion_time)
+    if row.liveness is not None:
+        when = row.liveness.purge_time()
+        if when is not None:
+            times.append(when)
+    times.extend(d.local_deletion_time for d in row.complex_deletions.values())
+    for cell in row.cells.values():
+        if cell.flags:  # tombstone or expiring
+            times.append(cell.local_deletion_time)
+    for elements in row.complex_cells.values():
+        times.extend(c.local_deletion_time for c in elements.values() if c.flags)
+    return min(times, default=None)
+
+
+def _earliest(*times: int | None) -> int | None:
+    return min((t for t in times if t is not None), default=None)
+
+
+def row_due(row: RowState, now_s: int, gc_grace_seconds: int) -> int | None:
+    """When a row next needs a look after ``now_s``: an expiry, or a tombstone passing gc_grace."""
+    purge = _purge_time(row)
+    return _earliest(row.next_expiry(now_s), None if purge is None else purge + gc_grace_seconds + 1)
+
+
+def header_due(state: PartitionState, now_s: int, gc_grace_seconds: int) -> int | None:
+    """The same for the header: the static row, the partition deletion and the range deletions."""
+    times: list[int | None] = []
+    if state.static_row is not None:
+        times.append(row_due(state.static_row, now_s, gc_grace_seconds))
+    if state.partition_deletion is not None:
+        times.append(state.partition_deletion.local_deletion_time + gc_grace_seconds + 1)
+    purge = state.range_tombstones.next_purge_time()
+    if purge is not None:
+        times.append(purge + gc_grace_seconds + 1)
+    return _earliest(*times)
+
+
+class StateTransaction:
+    """The overlay of one batch over a PartitionStore; get one from ``PartitionStore.transaction()``."""
+
+    def __init__(self, store: PartitionStore) -> None:
+        self._store = store
+        self._db = store.db
+        self._overlay: dict[bytes, bytes | None] = {}
+        #: overlay keys by scan group (a partition's row prefix, or the X or E kind byte)
+        self._groups: dict[bytes, set[bytes]] = {}
+        #: the stored value of every key a load read, so a save knows the old bytes and due entry
+        self._known: dict[bytes, bytes | None] = {}
+        self._open = True
+        #: values read from RocksDB (point reads and scanned entries), and overlay writes
+        self.reads = 0
+        self.writes = 0
+
+    def __enter__(self) -> StateTransaction:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._open:
+            self.rollback()
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def _check_open(self) -> None:
+        if not self._open or self._store.closed:
+            raise StoreError(f"the transaction on partition {self._store.partition} is already finished")
+
+    # -- raw access (overlay first)
+
+    def _get(self, key: bytes) -> bytes | None:
+        overlay = self._overlay
+        if key in overlay:
+            return overlay[key]
+        self.reads += 1
+        return self._db.get(key)
+
+    def _get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        overlay = self._overlay
+        missing = [k for k in keys if k not in overlay]
+        found: dict[bytes, bytes | None] = {}
+        if len(missing) == 1:
+            found[missing[0]] = self._db.get(missing[0])
+        elif missing:
+            found = dict(zip(missing, self._db[missing], strict=True))
+        self.reads += len(missing)
+        return [overlay[k] if k in overlay else found[k] for k in keys]
+
+    def _stored(self, key: bytes) -> bytes | None:
+        """The value a load saw for ``key`` (or the current one, for a key no load read)."""
+        known = self._known
+        return known[key] if key in known else self._get(key)
+
+    def _put(self, key: bytes, value: bytes | None) -> None:
+        self._overlay[key] = value
+        self.writes += 1
+        kind = key[0]
+        if kind == _ROW_KIND:
+            group = row_group(key)
+        elif kind in (_DUE_KIND, _DIGEST_AGE_KIND):
+            group = key[:1]
+        else:
+            return
+        members = self._groups.get(group)
+        if members is None:
+            self._groups[group] = {key}
+        else:
+            members.add(key)
+
+    def _scan(self, lo: bytes, hi: bytes, group: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Live entries with ``lo <= key < hi`` in key order, the overlay merged over RocksDB."""
+        members = self._groups.get(group)
+        pending = sorted(k for k in members if lo <= k < hi) if members else []
+        overlay = self._overlay
+        i = 0
+        read = ReadOptions()
+        read.set_iterate_upper_bound(hi)
+        for key, value in self._db.items(from_key=lo, read_opt=read):
+            self.reads += 1
+            while i < len(pending) and pending[i] < key:
+                mine = overlay[pending[i]]
+                if mine is not None:
+                    yield pending[i], mine
+                i += 1
+            if i < len(pending) and pending[i] == key:
+                i += 1
+                mine = overlay[key]
+                if mine is not None:
+                    yield key, mine
+                continue
+            yield key, value
+        for key in pending[i:]:
+            mine = overlay[key]
+            if mine is not None:
+                yield key, mine
+
+    # -- loading partitions
+
+    def _header_and_rows(
+        self, table_id: bytes, partition_key: bytes, keys: Sequence[bytes]
+    ) -> PartitionState:
+        """The header and the rows at ``keys``, in one multi-get."""
+        prefix = row_prefix(table_id, partition_key)
+        full = [header_key(table_id, partition_key), *(prefix + k for k in keys)]
+        values = self._get_many(full)
+        known = self._known
+        header = values[0]
+        known[full[0]] = header
+        state = (
+            PartitionState(partition_key) if header is None else decode_header_value(partition_key, header)
+        )
+        rows = state.rows
+        for ck, key, value in zip(keys, full[1:], values[1:], strict=True):
+            known[key] = value
+            if value is not None:
+                rows[ck] = decode_row_value(value, key)
+        return state
+
+    def _load_scan(self, state: PartitionState, prefix: bytes, lo: bytes, hi: bytes) -> None:
+        size = len(prefix)
+        rows = state.rows
+        for key, value in self._scan(lo, hi, prefix):
+            ck = key[size:]
+            if ck not in rows:
+                rows[ck] = decode_row_value(value, key)
+                self._known[key] = value
+
+    def _load_witness(
+        self, state: PartitionState, layout: TableLayout, prefix: bytes, since_s: int, now_s: int
+    ) -> None:
+        """Add the first row not loaded yet that exists at ``since_s`` and ``now_s`` and does not expire
+        in between (so no change will name it); the static-only row needs to know that one exists.
+
+        Without such a row, add every row that exists at ``since_s`` (each expires before ``now_s``):
+        then the state holds every row that decides the static-only row, and the changes name them
+        all, so a later look at the same partition does not announce that row again.
+        """
+        size = len(prefix)
+        rows = state.rows
+        expiring: list[tuple[bytes, bytes, RowState]] = []
+        for key, value in self._scan(prefix, prefix_end(prefix), prefix):
+            ck = key[size:]
+            if ck in rows:
+                continue
+            row = decode_row_value(value, key)
+            if not row_exists(row, layout, since_s):
+                continue
+            expiry = row.next_expiry(since_s)
+            if (expiry is not None and expiry <= now_s) or not row_exists(row, layout, now_s):
+                expiring.append((key, value, row))
+                continue
+            rows[ck] = row
+            self._known[key] = value
+            return
+        for key, value, row in expiring:
+            rows[key[size:]] = row
+            self._known[key] = value
+
+    def load(self, schema: TableSchema, prepared: PreparedEvent, now_s: int | None = None) -> PartitionState:
+        """What ``apply_with_changes(state, event, schema, now_s)`` needs of the stored partition.
+
+        Header; the rows the update names and those inside its range deletions; every row when it
+        carries a partition deletion newer than the stored one, or a static row of a table with static
+        columns; else, in a table with live static cells at ``now_s``, one witness row (see the module
+        docstring). Without ``now_s``, every row of a partition that has a static row.
+        """
+        self._check_open()
+        layout = layout_for(schema)
+        table_id = schema.table_id.bytes
+        state = self._header_and_rows(table_id, prepared.partition_key, [key for key, _, _ in prepared.rows])
+        prefix = row_prefix(table_id, prepared.partition_key)
+        deletion = prepared.partition_deletion
+        if (
+            deletion is not None and (state.partition_deletion is None or deletion > state.partition_deletion)
+        ) or (layout.static and prepared.static_row is not None):
+            self._load_scan(state, prefix, prefix, prefix_end(prefix))
+            return state
+        for start, end, _ in prepared.ranges:
+            self._load_scan(state, prefix, prefix + start, prefix + end)
+        if layout.static and state.static_row is not None:
+            if now_s is None:
+                self._load_scan(state, prefix, prefix, prefix_end(prefix))
+            elif static_columns(state, layout, now_s):
+                self._load_witness(state, layout, prefix, now_s, now_s)
+        return state
+
+    def load_rows(
+        self,
+        schema: TableSchema,
+        partition_key: bytes,
+        keys: Iterable[bytes | None],
+        *,
+        since_s: int | None = None,
+        now_s: int | None = None,
+    ) -> PartitionState:
+        """What ``expiry_changes(state, schema, since_s, now_s)`` needs: the header and the given rows
+        (None: the static row, always in the header). In a partition with a static row, every row when
+        a live static cell expires in ``(since_s, now_s]`` (or without those times), else a witness row
+        as ``load`` adds."""
+        self._check_open()
+        layout = layout_for(schema)
+        table_id = schema.table_id.bytes
+        state = self._header_and_rows(table_id, partition_key, [k for k in keys if k is not None])
+        prefix = row_prefix(table_id, partition_key)
+        static = state.static_row if layout.static else None
+        if static is not None:
+            expiry = None if since_s is None else static.next_expiry(since_s)
+            if since_s is None or now_s is None or (expiry is not None and expiry <= now_s):
+                self._load_scan(state, prefix, prefix, prefix_end(prefix))
+                return state
+        if (
+            static is not None
+            and since_s is not None
+            and now_s is not None
+            and static_columns(state, layout, since_s)
+        ):
+            self._load_witness(state, layout, prefix, since_s, now_s)
+        return state
+
+    # -- saving partitions
+
+    def save(
+        self,
+        schema: TableSchema,
+        state: PartitionState,
+        keys: Iterable[bytes | None],
+        now_s: int,
+        *,
+        header: bool,
+    ) -> None:
+        """Write back the rows at ``keys`` (deleted when absent from ``state.rows`` or empty after the
+        purge) and, with ``header`` (or a None in ``keys``), the header.
+
+        Tombstones and dead data older than ``now_s - gc_grace_seconds`` are purged first, IN PLACE
+        (the rows of ``state``; a row purged empty stays in ``state.rows``, empty). Only values whose
+        bytes change are written, each with its due-index entry. Save every row whose stored state
+        changed (``ApplyResult.rows``) and every row a change names, after the changes are computed.
+        """
+        self._check_open()
+        table_id = schema.table_id.bytes
+        partition_key = state.partition_key
+        gc_grace = schema.gc_grace_seconds
+        gc_before = now_s - gc_grace
+        prefix = row_prefix(table_id, partition_key)
+        for ck in keys:
+            if ck is None:
+                header = True
+                continue
+            key = prefix + ck
+            old = self._stored(key)
+            row = state.rows.get(ck)
+            due = None
+            new = None
+            if row is not None:
+                row.purge(gc_before)
+                if not row.is_empty():
+                    due = row_due(row, now_s, gc_grace)
+                    new = encode_row_value(row, due)
+            if new != old:
+                self._replace(key, old, new, due, table_id, partition_key, ck)
+        if header:
+            self._save_header(state, table_id, now_s, gc_grace)
+
+    def _save_header(self, state: PartitionState, table_id: bytes, now_s: int, gc_grace: int) -> None:
+        gc_before = now_s - gc_grace
+        deletion = state.partition_deletion
+        if deletion is not None and deletion.local_deletion_time < gc_before:
+            state.partition_deletion = None
+        state.range_tombstones.purge(gc_before)
+        static = state.static_row
+        if static is not None:
+            static.purge(gc_before)
+            if static.is_empty():
+                state.static_row = None
+        key = header_key(table_id, state.partition_key)
+        old = self._stored(key)
+        new = due = None
+        if state.partition_deletion is not None or state.static_row is not None or state.range_tombstones:
+            due = header_due(state, now_s, gc_grace)
+            new = encode_header_value(state.partition_deletion, state.static_row, state.range_tombstones, due)
+        if new != old:
+            self._replace(key, old, new, due, table_id, state.partition_key, None)
+
+    def _replace(
+        self,
+        key: bytes,
+        old: bytes | None,
+        new: bytes | None,
+        due: int | None,
+        table_id: bytes,
+        partition_key: bytes,
+        clustering_key: bytes | None,
+    ) -> None:
+        self._put(key, new)
+        self._known[key] = new
+        old_due = None if old is None else stored_due(old)
+        if old_due != due:
+            if old_due is not None:
+                self._put(due_key(old_due, table_id, partition_key, clustering_key), None)
+            if due is not None:
+                self._put(due_key(due, table_id, partition_key, clustering_key), b"")
+
+    # -- time
+
+    def due_expiries(self, now_s: int, limit: int) -> list[DueExpiry]:
+        """Up to ``limit`` rows and headers due at or before ``now_s``, earliest first."""
+        self._check_open()
+        out: list[DueExpiry] = []
+        if limit <= 0:
+            return out
+        for key, _ in self._scan(DUE, due_until(now_s), DUE):
+            at_s, table_id, partition_key, clustering_key = parse_due_key(key)
+            out.append(DueExpiry(table_id, partition_key, clustering_key, at_s))
+            if len(out) >= limit:
+                break
+        return out
+
+    # -- replica copies
+
+    def seen_digest(self, digest: bytes) -> bool:
+        """Whether a partition update with this digest was remembered (and not yet expired)."""
+        self._check_open()
+        return self._get(digest_key(digest)) is not None
+
+    def remember_digest(self, digest: bytes, now_ms: int) -> bool:
+        """Remember a digest as first seen at ``now_ms``; False (and no write) when already known."""
+        self._check_open()
+        key = digest_key(digest)
+        if self._get(key) is not None:
+            return False
+        self._put(key, pack_u64(now_ms))
+        self._put(digest_age_key(now_ms, digest), b"")
+        return True
+
+    def expire_digests(self, before_ms: int, limit: int) -> int:
+        """Forget up to ``limit`` digests first seen before ``before_ms`` (oldest first); how many went."""
+        self._check_open()
+        doomed: list[bytes] = []
+        if limit > 0:
+            for key, _ in self._scan(DIGEST_AGE, digest_age_until(before_ms), DIGEST_AGE):
+                doomed.append(key)
+                if len(doomed) >= limit:
+                    break
+        for key in doomed:
+            _, digest = parse_digest_age_key(key)
+            self._put(key, None)
+            self._put(digest_key(digest), None)
+        return len(doomed)
+
+    # -- meta
+
+    def get_meta(self, name: str) -> bytes | None:
+        self._check_open()
+        return self._get(meta_key(name))
+
+    def put_meta(self, name: str, value: bytes | None) -> None:
+        """A worker's own meta value (None: delete), changelogged like state. Offsets are ``commit``'s."""
+        self._check_open()
+        if name in RESERVED_META:
+            raise StoreError(f"meta {name!r} of partition {self._store.partition} is written by the store")
+        self._put(meta_key(name), value)
+
+    # -- ending
+
+    def changelog(self) -> list[tuple[bytes, bytes | None]]:
+        """Every key written, in first-write order, with its last value (None: deleted)."""
+        return list(self._overlay.items())
+
+    def commit(self, source_offset: int | None, changelog_offset: int) -> None:
+        """Write the overlay and the offsets in one WriteBatch. Call it after the Kafka transaction that
+        carried ``changelog()`` committed: a local commit of an aborted batch could not be undone."""
+        self._check_open()
+        self._store.write(
+            self._overlay.items(), source_offset=source_offset, changelog_offset=changelog_offset
+        )
+        self._finish()
+
+    def rollback(self) -> None:
+        """Forget every write; RocksDB is untouched."""
+        self._check_open()
+        self._finish()
+
+    def _finish(self) -> None:
+        self._open = False
+        self._overlay = {}
+        self._groups = {}
+        self._known = {}
+        self._store.transaction_ended(self)

@@ -1,0 +1,319 @@
+"""Acceptance of the worker (`cdc worker`) against real Kafka and a real Cassandra as the oracle.
+
+The raw events are the real ones: a real agent publishes what Cassandra wrote to its commit log for a
+randomized workload. The test then writes every raw event three times, shuffled within each partition,
+to the topic the worker reads, which is what three replicas with different arrival orders look like.
+Checked against Cassandra's own `SELECT` at ALL and against the history of every key on the clean
+topics (read_committed): each event's before image is the previous after image, nothing is repeated,
+nothing is a no-op, and the last image per key is the row Cassandra returns.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cassandra import ConsistencyLevel
+from cassandra.query import SimpleStatement
+
+from agents.commitlog.schema_loader import load_schema_from_session
+from agents.commitlog.table_schema import TableSchema
+from infra.cassandra import CassandraNode
+from schemas.change_codec import json_value_row
+from tests.integration.agent_harness import RawTopic, new_agent, running_agents, unique_name, wait_until
+from tests.integration.worker_harness import (
+    CleanTopic,
+    WorkerProcess,
+    by_key,
+    chain_problems,
+    copy_shuffled,
+    final_images,
+    group_lag,
+    worker_config,
+)
+
+RAW_PARTITIONS = 6
+TTL_S = 25
+USERS = 150
+EVENT_PARTITIONS = 12
+
+
+@dataclass(slots=True)
+class Workload:
+    keyspace: str
+    raw_records: list[tuple[int, int, bytes, bytes]]
+    schema_topic: str
+    schemas: dict[str, TableSchema]
+    expires_by: float
+    statements: int
+
+
+def _statements(keyspace: str, seed: int) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """A randomized mix of every write kind on a table without and one with clustering and statics."""
+    rng = random.Random(seed)
+    users = f"{keyspace}.users"
+    events = f"{keyspace}.events"
+    for i in range(USERS):
+        ttl = f" USING TTL {TTL_S}" if i % 10 == 0 else ""
+        yield (
+            f"INSERT INTO {users} (id, name, score, tags, attrs) VALUES (%s, %s, %s, %s, %s){ttl}",
+            (i, f"user{i}", i, {f"t{i % 3}"}, {"a": i}),
+        )
+    for pk in range(EVENT_PARTITIONS):
+        yield f"UPDATE {events} SET s = %s WHERE pk = %s", (f"static{pk}", pk)
+        for ck in range(20):
+            yield f"INSERT INTO {events} (pk, ck, v) VALUES (%s, %s, %s)", (pk, ck, f"v{pk}.{ck}")
+    for step in range(900):
+        i = rng.randrange(USERS)
+        pk, ck = rng.randrange(EVENT_PARTITIONS), rng.randrange(20)
+        kind = rng.randrange(12)
+        if kind == 0:
+            yield f"UPDATE {users} SET name = %s WHERE id = %s", (f"name{step}", i)
+        elif kind == 1:
+            yield f"UPDATE {users} SET score = %s WHERE id = %s", (step, i)
+        elif kind == 2:
+            yield f"UPDATE {users} SET tags = tags + %s WHERE id = %s", ({f"x{step % 7}"}, i)
+        elif kind == 3:
+            yield f"UPDATE {users} SET attrs[%s] = %s WHERE id = %s", (f"k{step % 5}", step, i)
+        elif kind == 4:
+            yield f"DELETE FROM {users} WHERE id = %s", (i,)
+        elif kind == 5:
+            yield f"DELETE name FROM {users} WHERE id = %s", (i,)
+        elif kind == 6:
+            yield f"INSERT INTO {events} (pk, ck, v) VALUES (%s, %s, %s)", (pk, ck, f"w{step}")
+        elif kind == 7:
+            yield f"UPDATE {events} SET v = %s WHERE pk = %s AND ck = %s", (f"u{step}", pk, ck)
+        elif kind == 8:
+            yield f"DELETE FROM {events} WHERE pk = %s AND ck = %s", (pk, ck)
+        elif kind == 9:
+            low = rng.randrange(20)
+            yield f"DELETE FROM {events} WHERE pk = %s AND ck >= %s AND ck < %s", (pk, low, low + 4)
+        elif kind == 10:
+            yield f"UPDATE {events} SET s = %s WHERE pk = %s", (f"s{step}", pk)
+        elif step % 3 == 0:
+            yield f"DELETE FROM {events} WHERE pk = %s", (pk,)
+        else:
+            yield f"INSERT INTO {users} (id, name) VALUES (%s, %s) USING TTL {TTL_S}", (i, f"ttl{step}")
+
+
+@pytest.fixture(scope="module")
+def workload(
+    cassandra_node: CassandraNode,
+    kafka_bootstrap: str,
+    session: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Workload:
+    keyspace = unique_name("worker")
+    session.execute(
+        f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+    )
+    session.execute(
+        f"CREATE TABLE {keyspace}.users (id int PRIMARY KEY, name text, score int, tags set<text>, "
+        "attrs map<text, int>) WITH cdc = true"
+    )
+    session.execute(
+        f"CREATE TABLE {keyspace}.events (pk int, ck int, v text, s text static, PRIMARY KEY (pk, ck)) "
+        "WITH cdc = true AND gc_grace_seconds = 3600"
+    )
+    workdir = tmp_path_factory.mktemp("worker-agent")
+    with running_agents() as agents:
+        agent = new_agent(
+            agents,
+            workdir,
+            cdc_raw=cassandra_node.spec.cdc_raw,
+            bootstrap=kafka_bootstrap,
+            keyspaces=[keyspace],
+        )
+        agent.start()
+        agent.wait_healthy()
+        count = 0
+        for text, args in _statements(keyspace, seed=11):
+            session.execute(SimpleStatement(text, consistency_level=ConsistencyLevel.ALL), args)
+            count += 1
+        expires_by = time.time() + TTL_S + 1
+        with RawTopic(kafka_bootstrap, agent.raw_topic) as topic:
+            wait_until(
+                lambda: topic.poll(0.5) >= 0 and len(topic.records) >= count,
+                120,
+                lambda: f"the agent to publish {count} raw events (got {len(topic.records)})",
+            )
+            topic.drain(quiet_s=2.0)
+            records = list(topic.raw)
+        assert len(records) >= count, f"agent published {len(records)} raw events for {count} statements"
+        schema_topic = agent.schema_topic
+    catalog = load_schema_from_session(session, [keyspace], with_system_schema=False)
+    schemas = {t.table: t for t in catalog.tables()}
+    return Workload(keyspace, records, schema_topic, schemas, expires_by, count)
+
+
+def select_images(session: Any, schema: TableSchema) -> dict[str, dict[str, Any]]:
+    """Cassandra's rows, keyed and valued in the clean topics' JSON form."""
+    statement = SimpleStatement(
+        f"SELECT * FROM {schema.keyspace}.{schema.table}", consistency_level=ConsistencyLevel.ALL
+    )
+    images = {}
+    for row in session.execute(statement):
+        values = json_value_row(schema, row._asdict())
+        key = {c.name: values[c.name] for c in (*schema.partition_key, *schema.clustering)}
+        images[json.dumps(key, sort_keys=True)] = values
+    return images
+
+
+def check_clean_topics(kafka_bootstrap: str, session: Any, workload: Workload, prefix: str) -> dict[str, int]:
+    """Every key's history is a clean chain and ends at Cassandra's row; returns change events per table."""
+    counts = {}
+    for table, schema in workload.schemas.items():
+        with CleanTopic(kafka_bootstrap, f"{prefix}.{workload.keyspace}.{table}") as topic:
+            topic.drain(quiet_s=1.5)
+            events = topic.events()
+        problems = [p for history in by_key(events).values() for p in chain_problems(history)]
+        assert not problems, f"{table}: {len(problems)} broken histories, first: {problems[:5]}"
+        expected = select_images(session, schema)
+        got = final_images(events)
+        missing = sorted(set(expected) - set(got))
+        phantom = sorted(set(got) - set(expected))
+        wrong = sorted(k for k in set(expected) & set(got) if expected[k] != got[k])
+        assert not (missing or phantom or wrong), (
+            f"{table}: {len(missing)} rows lost {missing[:3]}, {len(phantom)} phantom {phantom[:3]}, "
+            f"{len(wrong)} wrong {[(k, expected[k], got[k]) for k in wrong[:2]]}"
+        )
+        counts[table] = sum(1 for e in events if e.value is not None)
+    return counts
+
+
+def test_three_shuffled_copies_give_one_event_per_change_and_cassandras_rows(
+    kafka_bootstrap: str, session: Any, workload: Workload, tmp_path: Path
+) -> None:
+    raw_topic = unique_name("cdc_raw3")
+    sent = copy_shuffled(kafka_bootstrap, workload.raw_records, raw_topic, RAW_PARTITIONS, copies=3)
+    app_id, prefix = unique_name("w3"), unique_name("clean")
+    worker = WorkerProcess(
+        tmp_path,
+        worker_config(
+            bootstrap=kafka_bootstrap,
+            raw_topic=raw_topic,
+            schema_topic=workload.schema_topic,
+            raw_partitions=RAW_PARTITIONS,
+            data_directory=tmp_path / "w1-data",
+            app_id=app_id,
+            worker_id="w1",
+            topic_prefix=prefix,
+        ),
+        "worker",
+    )
+    try:
+        worker.start()
+        worker.wait_healthy(90)
+        wait_until(lambda: group_lag(kafka_bootstrap, app_id, raw_topic) == 0, 120, lambda: worker.log_tail())
+        # TTLs written during the workload expire now: the timer must tell consumers
+        time.sleep(max(0.0, workload.expires_by - time.time()) + 3)
+        counts = check_clean_topics(kafka_bootstrap, session, workload, prefix)
+
+        status, stats = worker.get_json("/stats")
+        assert status == 200
+        total = stats["total"]
+        assert total["in"] == sent, f"/stats counted {total['in']} raw events, {sent} were sent"
+        assert total["duplicates"] >= 2 * len(workload.raw_records), (
+            f"copies not dropped as duplicates: {total}"
+        )
+        assert total["emitted"] == sum(counts.values()), f"/stats says {total['emitted']} emitted: {counts}"
+        assert total["emitted"] < sent / 3, "more change events than raw events: copies were emitted"
+        metrics = worker.metrics()
+        assert metrics.value("cdc_worker_expiry_changes_total") > 0, "no TTL expiry was emitted"
+
+        # REST: rows with and without clustering equal Cassandra's, write times equal WRITETIME()
+        users = select_images(session, workload.schemas["users"])
+        for key in [{"id": i} for i in range(0, USERS, 7)]:
+            expected = users.get(json.dumps(key, sort_keys=True))
+            status, body = worker.row(workload.keyspace, "users", key)
+            assert status == 200, body
+            got = body["rows"][0]["values"] if body["rows"] else None
+            assert got == expected, f"REST users {key}: {got} != {expected}"
+            if expected is not None and expected["name"] is not None:
+                written = session.execute(
+                    f"SELECT WRITETIME(name) AS w FROM {workload.keyspace}.users WHERE id = %s", (key["id"],)
+                ).one()
+                assert body["rows"][0]["cells"]["name"]["writetime"] == written.w, body
+        events = select_images(session, workload.schemas["events"])
+        for key in [{"pk": pk, "ck": ck} for pk in range(EVENT_PARTITIONS) for ck in (0, 9)]:
+            expected = events.get(json.dumps(key, sort_keys=True))
+            status, body = worker.row(workload.keyspace, "events", key)
+            assert status == 200, body
+            got = body["rows"][0]["values"] if body["rows"] else None
+            assert got == expected, f"REST events {key}: {got} != {expected}"
+        status, body = worker.row(workload.keyspace, "events", {"pk": 1})
+        partition = sorted((v for v in events.values() if v["pk"] == 1), key=lambda v: v["ck"])
+        assert [r["values"] for r in body["rows"]] == partition, body
+        status, body = worker.row(workload.keyspace, "events", {"pk": "x"})
+        assert status == 400 and "pk" in body["error"], body
+    finally:
+        worker.ensure_stopped()
+
+
+def test_kill_9_and_a_new_worker_on_an_empty_folder_lose_and_repeat_nothing(
+    kafka_bootstrap: str, session: Any, workload: Workload, tmp_path: Path
+) -> None:
+    raw_topic = unique_name("cdc_rawk")
+    copy_shuffled(kafka_bootstrap, workload.raw_records, raw_topic, RAW_PARTITIONS, copies=3, seed=5)
+    app_id, prefix = unique_name("wk"), unique_name("cleank")
+
+    def make(worker_id: str, **extra: Any) -> WorkerProcess:
+        return WorkerProcess(
+            tmp_path,
+            worker_config(
+                bootstrap=kafka_bootstrap,
+                raw_topic=raw_topic,
+                schema_topic=workload.schema_topic,
+                raw_partitions=RAW_PARTITIONS,
+                data_directory=tmp_path / f"{worker_id}-data",
+                app_id=app_id,
+                worker_id=worker_id,
+                topic_prefix=prefix,
+                worker=extra,
+            ),
+            worker_id,
+        )
+
+    first = make("first", batch_max_events=20)
+    second = make("second")
+    try:
+        first.start()
+        total = len(workload.raw_records) * 3
+        wait_until(
+            lambda: group_lag(kafka_bootstrap, app_id, raw_topic) < total * 0.6, 120, lambda: first.log_tail()
+        )
+        first.kill()
+        lag_at_kill = group_lag(kafka_bootstrap, app_id, raw_topic)
+        assert lag_at_kill > 0, "the first worker finished before it was killed; nothing was tested"
+
+        second.start()
+        second.wait_healthy(90)
+        wait_until(lambda: group_lag(kafka_bootstrap, app_id, raw_topic) == 0, 180, lambda: second.log_tail())
+        time.sleep(max(0.0, workload.expires_by - time.time()) + 3)
+        check_clean_topics(kafka_bootstrap, session, workload, prefix)
+        restored = second.metrics().value("cdc_worker_restored_changelog_records_total")
+        assert restored > 0, "the new worker did not restore the state from the changelog"
+    finally:
+        first.ensure_stopped()
+        second.ensure_stopped()
+
+
+def test_worker_config_errors_name_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"worker:\n  data_directory: {tmp_path}\n  encoding: avro\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "cdc", "worker", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "worker.schema_registry_url" in done.stderr + done.stdout, done.stderr

@@ -1,0 +1,238 @@
+"""Run workers as `cdc worker` processes and read back their clean topics, for the acceptance tests.
+
+A worker is exercised as an operator runs it: a YAML file, a child process, its REST endpoints and
+its Kafka topics (read with read_committed isolation, as consumers must).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from schemas.change_codec import JsonChangeCodec
+from tests.integration.agent_harness import AgentProcess, TopicReader, free_port
+
+
+def worker_config(
+    *,
+    bootstrap: str,
+    raw_topic: str,
+    schema_topic: str,
+    raw_partitions: int,
+    data_directory: Path,
+    app_id: str,
+    worker_id: str,
+    topic_prefix: str,
+    worker: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "cluster": "acceptance",
+        "kafka": {
+            "bootstrap_servers": bootstrap,
+            "raw_topic": raw_topic,
+            "schema_topic": schema_topic,
+            "raw_partitions": raw_partitions,
+        },
+        "worker": {
+            "data_directory": str(data_directory),
+            "app_id": app_id,
+            "worker_id": worker_id,
+            "clean_topic_prefix": topic_prefix,
+            "web_port": free_port(),
+            "transaction_timeout_ms": 10_000,
+            **(worker or {}),
+        },
+    }
+
+
+class WorkerProcess(AgentProcess):
+    """One `cdc worker --config FILE` child process."""
+
+    command = "worker"
+
+    @staticmethod
+    def http_port(config: dict[str, Any]) -> int:
+        return config["worker"]["web_port"]
+
+    @staticmethod
+    def state_path(config: dict[str, Any]) -> Path:
+        return Path(config["worker"]["data_directory"])
+
+    def get_json(self, path: str, **query: str) -> tuple[int, Any]:
+        url = f"http://127.0.0.1:{self.port}{path}"
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+    def row(self, keyspace: str, table: str, key: dict[str, Any]) -> tuple[int, Any]:
+        return self.get_json(f"/rows/{keyspace}/{table}", key=json.dumps(key))
+
+
+@dataclass(slots=True, frozen=True)
+class CleanEvent:
+    partition: int
+    offset: int
+    key: dict[str, Any]
+    value: dict[str, Any] | None
+
+    @property
+    def key_text(self) -> str:
+        return json.dumps(self.key, sort_keys=True)
+
+
+class CleanTopic(TopicReader):
+    """A clean topic read with read_committed isolation, keys and values decoded from JSON."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(bootstrap, topic, read_committed=True)
+        self._codec = JsonChangeCodec()
+
+    def events(self) -> list[CleanEvent]:
+        return [
+            CleanEvent(p, o, self._codec.decode_key(k), None if v is None else self._codec.decode_value(v))
+            for p, o, k, v in self.raw
+        ]
+
+
+def by_key(events: Sequence[CleanEvent]) -> dict[str, list[CleanEvent]]:
+    """Events per key, in offset order (a key always lands in one partition)."""
+    out: dict[str, list[CleanEvent]] = defaultdict(list)
+    for event in sorted(events, key=lambda e: (e.partition, e.offset)):
+        out[event.key_text].append(event)
+    return out
+
+
+def chain_problems(events: Sequence[CleanEvent]) -> list[str]:
+    """What breaks "exactly one event per real change" in one key's history.
+
+    Each change's before image must be the previous change's after image (a lost event breaks the chain
+    forward, a repeated one backward), no change may leave the image as it was, a delete is followed by a
+    tombstone, and ops agree with the images.
+    """
+    problems: list[str] = []
+    previous_after: dict[str, Any] | None = None
+    pending_tombstone = False
+    for event in events:
+        where = f"key {event.key_text} at {event.partition}@{event.offset}"
+        if event.value is None:
+            if not pending_tombstone:
+                problems.append(f"{where}: tombstone without a delete before it")
+            pending_tombstone = False
+            continue
+        if pending_tombstone:
+            problems.append(f"{where}: delete not followed by a tombstone")
+            pending_tombstone = False
+        before, after, op = event.value["before"], event.value["after"], event.value["op"]
+        if before != previous_after:
+            problems.append(f"{where}: before {before} is not the previous after {previous_after}")
+        if before == after:
+            problems.append(f"{where}: op {op} changes nothing")
+        expected_op = "c" if before is None else "d" if after is None else "u"
+        if op != expected_op:
+            problems.append(f"{where}: op {op} but images say {expected_op}")
+        previous_after = after
+        pending_tombstone = op == "d"
+    return problems
+
+
+def final_images(events: Sequence[CleanEvent]) -> dict[str, dict[str, Any]]:
+    """The last after image per key; a delete or tombstone removes the key (as log compaction would)."""
+    images: dict[str, dict[str, Any]] = {}
+    for key, history in by_key(events).items():
+        last = history[-1]
+        if last.value is not None and last.value["after"] is not None:
+            images[key] = last.value["after"]
+    return images
+
+
+async def _copy_shuffled(
+    bootstrap: str,
+    records: Sequence[tuple[int, int, bytes, bytes]],
+    topic: str,
+    partitions: int,
+    copies: int,
+    seed: int,
+) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+    per_partition: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
+    for partition, _, key, value in records:
+        per_partition[partition].extend([(key, value)] * copies)
+    rng = random.Random(seed)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    sent = 0
+    try:
+        for partition, items in sorted(per_partition.items()):
+            rng.shuffle(items)
+            for key, value in items:
+                await producer.send(topic, value=value, key=key, partition=partition)
+                sent += 1
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return sent
+
+
+def copy_shuffled(
+    bootstrap: str,
+    records: Sequence[tuple[int, int, bytes, bytes]],
+    topic: str,
+    partitions: int,
+    *,
+    copies: int = 3,
+    seed: int = 7,
+) -> int:
+    """Write every record `copies` times to the same partition of a new topic, shuffled within each partition."""
+    return asyncio.run(_copy_shuffled(bootstrap, records, topic, partitions, copies, seed))
+
+
+async def _group_lag(bootstrap: str, group: str, topic: str) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not tps:
+            await consumer._client.force_metadata_update()
+            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        ends = await consumer.end_offsets(tps)
+    finally:
+        await consumer.stop()
+    lag = 0
+    for tp, end in ends.items():
+        meta = committed.get(tp)
+        lag += end - (meta.offset if meta is not None and meta.offset >= 0 else 0)
+    return lag
+
+
+def group_lag(bootstrap: str, group: str, topic: str) -> int:
+    """Records of `topic` the consumer group has not committed yet."""
+    return asyncio.run(_group_lag(bootstrap, group, topic))

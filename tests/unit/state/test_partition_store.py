@@ -1,0 +1,533 @@
+"""The RocksDB partition store against real rocksdict: sparse loads give the in-memory merge's results,
+transactions isolate a batch, the changelog rebuilds the DB, the due index and the digest horizon hold.
+
+``StoreWorker`` below does with a store what the Faust worker does, reduced to the state calls; the
+property tests run it beside ``MemoryWorker`` (the merge core on whole in-memory partitions) over
+random histories and compare every change event and the final states.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.commitlog.table_schema import TableSchema
+from state.cell_merge import NO_DELETION_TIME, Cell, Liveness
+from state.change import RowChange, apply_with_changes, expiry_changes
+from state.errors import StoreError
+from state.partition_state import PartitionState, prepare_event
+from state.partition_store import PartitionStore, StoreOptions
+from state.row_state import RowState
+from state.store_codec import stored_due
+from state.store_keys import due_key, meta_key, pack_u64, parse_row_key, unpack_u64
+from state.store_transaction import DueExpiry, StateTransaction
+from state.table_layout import clustering_key, layout_for
+from tests.unit.state.event_builder import (
+    NOW,
+    DeletePartition,
+    DeleteRange,
+    DeleteRow,
+    EventBuilder,
+    Write,
+)
+from tests.unit.state.random_history import SCHEMA as PROP
+from tests.unit.state.random_history import random_op
+from tests.unit.state.support import table
+
+WATERMARK = "expiry_watermark"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[PartitionStore]:
+    with PartitionStore(tmp_path / "p3", 3, StoreOptions(block_cache_bytes=4 << 20)) as opened:
+        yield opened
+
+
+def header_needed(result: Any) -> bool:
+    return bool(result.static or result.partition_deletion or result.range_tombstones)
+
+
+class StoreWorker:
+    """One partition's worker on a store: per batch, the due rows first (expiry, purge), then the
+    events, then one commit; every transaction's changelog is kept as the changelog topic would."""
+
+    def __init__(self, store: PartitionStore, schema: TableSchema, *, due_limit: int = 100_000) -> None:
+        self.store = store
+        self.schema = schema
+        self.due_limit = due_limit
+        self.layout = layout_for(schema)
+        self.changelog: list[tuple[bytes, bytes | None]] = []
+        self.offset = 0
+
+    def batch(
+        self, events: Sequence[dict[str, Any]], now_s: int, *, rollback: bool = False
+    ) -> list[tuple[bytes, list[RowChange]]]:
+        with self.store.transaction() as txn:
+            out = self.expire(txn, now_s)
+            for event in events:
+                prepared = prepare_event(event, self.layout)
+                state = txn.load(self.schema, prepared, now_s)
+                result, changes = apply_with_changes(state, event, self.schema, now_s)
+                txn.save(self.schema, state, result.rows, now_s, header=header_needed(result))
+                out.append((prepared.partition_key, changes))
+            if rollback:
+                txn.rollback()
+                return out
+            records = txn.changelog()
+            self.changelog.extend(records)
+            self.offset += len(records)
+            txn.commit(self.offset, self.offset)
+        return out
+
+    def expire(self, txn: StateTransaction, now_s: int) -> list[tuple[bytes, list[RowChange]]]:
+        stored = txn.get_meta(WATERMARK)
+        since = NOW if stored is None else unpack_u64(stored)
+        due: dict[bytes, list[bytes | None]] = defaultdict(list)
+        for entry in txn.due_expiries(now_s, self.due_limit):
+            assert entry.table_id == self.schema.table_id and entry.at_s <= now_s
+            due[entry.partition_key].append(entry.clustering_key)
+        out = []
+        for partition_key, keys in sorted(due.items()):
+            state = txn.load_rows(self.schema, partition_key, keys, since_s=since, now_s=now_s)
+            changes = expiry_changes(state, self.schema, since, now_s)
+            touched = {k for k in keys if k is not None} | {c.key for c in changes if c.key is not None}
+            txn.save(self.schema, state, touched, now_s, header=True)
+            out.append((partition_key, changes))
+        txn.put_meta(WATERMARK, pack_u64(now_s))
+        return out
+
+
+class MemoryWorker:
+    """The same batches on whole in-memory partitions, purged everywhere at every step."""
+
+    def __init__(self, schema: TableSchema) -> None:
+        self.schema = schema
+        self.states: dict[bytes, PartitionState] = {}
+        self.since = NOW
+
+    def batch(self, events: Sequence[dict[str, Any]], now_s: int) -> list[tuple[bytes, list[RowChange]]]:
+        gc = self.schema.gc_grace_seconds
+        out = []
+        for partition_key, state in sorted(self.states.items()):
+            changes = expiry_changes(state, self.schema, self.since, now_s)
+            if changes:
+                out.append((partition_key, changes))
+            state.purge(now_s, gc)
+        self.since = now_s
+        for event in events:
+            key = event["partition_key"]
+            state = self.states.setdefault(key, PartitionState(key))
+            _, changes = apply_with_changes(state, event, self.schema, now_s)
+            state.purge(now_s, gc)
+            out.append((key, changes))
+        return out
+
+
+def random_batches(seed: int, schema: TableSchema) -> list[list[dict[str, Any]]]:
+    """Random operations of ``random_history`` spread over three partitions, in batches of 1-5."""
+    rng = random.Random(seed)
+    builder = EventBuilder(schema)
+    events = [
+        builder.event(
+            dataclasses.replace(random_op(rng), key=rng.choice([1, 2, 3])), now=NOW + rng.randint(0, 10)
+        )
+        for _ in range(rng.randint(5, 40))
+    ]
+    batches = []
+    while events:
+        size = rng.randint(1, 5)
+        batches.append(events[:size])
+        events = events[size:]
+    return batches
+
+
+def nonempty(changes: list[tuple[bytes, list[RowChange]]]) -> list[tuple[bytes, list[RowChange]]]:
+    return [(k, c) for k, c in changes if c]
+
+
+def assert_same_partitions(store: PartitionStore, memory: MemoryWorker) -> None:
+    for partition_key, state in memory.states.items():
+        assert store.read_partition(memory.schema.table_id, partition_key) == state
+
+
+def assert_due_index_matches_the_values(store: PartitionStore) -> None:
+    """One X entry per row or header that carries a due second, and no other X entry."""
+    expected = set()
+    for key, value in store.items():
+        due = stored_due(value) if key[:1] in (b"P", b"R") else None
+        if due is not None:
+            table_id, partition_key, clustering = (
+                parse_row_key(key) if key[:1] == b"R" else (*parse_row_key(b"R" + key[1:])[:2], None)
+            )
+            expected.add(due_key(due, table_id.bytes, partition_key, clustering))
+    assert {k for k, _ in store.items() if k[:1] == b"X"} == expected
+
+
+@pytest.mark.parametrize("gc_grace", [864000, 3])
+@pytest.mark.parametrize("seed", range(40))
+def test_sparse_loads_give_the_changes_and_states_of_the_in_memory_merge(
+    tmp_path: Path, seed: int, gc_grace: int
+) -> None:
+    """Writes, TTLs, collections, statics, row/range/partition deletions; with a short gc_grace the due
+    index must also purge exactly what a purge of the whole partition would, at the same times."""
+    schema = dataclasses.replace(PROP, gc_grace_seconds=gc_grace)
+    rng = random.Random(seed)
+    with PartitionStore(tmp_path / "p0", 0) as store:
+        worker = StoreWorker(store, schema)
+        memory = MemoryWorker(schema)
+        now = NOW
+        for i, events in enumerate(random_batches(seed, schema)):
+            now += rng.randint(0, 4)
+            if rng.random() < 0.2:
+                worker.batch(events, now, rollback=True)  # an aborted batch, consumed again
+            got = worker.batch(events, now)
+            assert nonempty(got) == nonempty(memory.batch(events, now)), f"batch {i} at NOW+{now - NOW}"
+        assert_same_partitions(store, memory)
+        for later in (now + 30, now + 10_000_000):  # everything expires, then everything is purged
+            assert nonempty(worker.batch([], later)) == nonempty(memory.batch([], later))
+            assert_same_partitions(store, memory)
+        assert_due_index_matches_the_values(store)
+
+
+def test_applying_a_copy_again_reads_little_and_writes_nothing(store: PartitionStore) -> None:
+    schema = table("kv")
+    builder = EventBuilder(schema)
+    event = builder.event(Write(1, (5,), {"v": 1, "l": [1, 2], "s": 3}, ts=10, ttl=100, insert=True))
+    worker = StoreWorker(store, schema)
+    worker.batch([event], NOW)
+    with store.transaction() as txn:
+        state = txn.load(schema, prepare_event(event, worker.layout), NOW)
+        result, changes = apply_with_changes(state, event, schema, NOW)
+        txn.save(schema, state, [clustering_key(schema, builder.clustering([5]))], NOW, header=True)
+        assert not result.changed and changes == []
+        assert txn.writes == 0 and txn.changelog() == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# wide partitions
+
+
+def fill_rows(store: PartitionStore, schema: TableSchema, count: int, *, ts: int = 10) -> list[bytes]:
+    """``count`` rows ``ck = 0..count-1`` of partition 1 with one int cell, written straight by save."""
+    builder = EventBuilder(schema)
+    state = PartitionState(builder.partition_key(1))
+    keys = []
+    for ck in range(count):
+        clustering = tuple(builder.clustering([ck]))
+        key = clustering_key(schema, clustering)
+        state.rows[key] = RowState(
+            clustering, Liveness(ts), cells={"v": Cell(ts, 0, NO_DELETION_TIME, 0, ck.to_bytes(4, "big"))}
+        )
+        keys.append(key)
+    with store.transaction() as txn:
+        txn.save(schema, state, keys, NOW, header=False)
+        txn.commit(None, 0)
+    return keys
+
+
+def test_a_range_delete_in_a_wide_partition_touches_only_the_rows_it_covers(store: PartitionStore) -> None:
+    schema = table("gc")
+    fill_rows(store, schema, 100_000)
+    builder = EventBuilder(schema)
+    event = builder.event(DeleteRange(1, low=40_000, high=40_099, ts=20))
+    with store.transaction() as txn:
+        state = txn.load(schema, prepare_event(event, layout_for(schema)), NOW)
+        assert len(state.rows) == 100 and txn.reads == 1 + 100  # the header, then the covered rows
+        result, changes = apply_with_changes(state, event, schema, NOW)
+        assert len(result.rows) == 100 and [c.op for c in changes] == ["d"] * 100
+        txn.save(schema, state, result.rows, NOW, header=header_needed(result))
+        assert txn.writes == 100 + 2  # the row deletions, the header and its due entry (its purge)
+        txn.commit(None, 1)
+    assert store.count_rows() == 100_000 - 100
+    with store.transaction() as txn:
+        point = builder.event(Write(1, (70_000,), {"v": 1}, ts=30))
+        state = txn.load(schema, prepare_event(point, layout_for(schema)), NOW)
+        assert len(state.rows) == 1 and txn.reads == 2
+
+
+def test_a_row_write_under_live_static_cells_reads_one_witness_row(store: PartitionStore) -> None:
+    """The static-only row shows when no row exists: a write needs one other existing row, not all."""
+    schema = table("kv")
+    builder = EventBuilder(schema)
+    fill_rows(store, schema, 2_000)
+    worker = StoreWorker(store, schema)
+    worker.batch([builder.event(Write(1, (), {"s": 7}, ts=20))], NOW)  # a static update reads all rows
+    for ck in (0, 5, 3_000):
+        event = builder.event(Write(1, (ck,), {"w": "x"}, ts=30))
+        with store.transaction() as txn:
+            state = txn.load(schema, prepare_event(event, worker.layout), NOW)
+            assert len(state.rows) == (1 if ck == 3_000 else 2) and txn.reads <= 4
+    # deleting the first rows: the witness is the first row that still exists
+    worker.batch([builder.event(DeleteRange(1, low=0, high=9, ts=40))], NOW)
+    with store.transaction() as txn:
+        event = builder.event(Write(1, (500,), {"w": "y"}, ts=50))
+        state = txn.load(schema, prepare_event(event, worker.layout), NOW)
+        assert sorted(state.rows) == sorted(
+            clustering_key(schema, builder.clustering([c])) for c in (10, 500)
+        )
+        txn.rollback()
+    with store.transaction() as txn:
+        event = builder.event(DeletePartition(1, ts=60))
+        state = txn.load(schema, prepare_event(event, worker.layout), NOW)
+        assert len(state.rows) == 2_000 - 10
+    with store.transaction() as txn:  # without the times, a partition with a static row loads whole
+        event = builder.event(Write(1, (500,), {"w": "y"}, ts=50))
+        assert len(txn.load(schema, prepare_event(event, worker.layout)).rows) == 2_000 - 10
+        assert len(txn.load_rows(schema, builder.partition_key(1), [None]).rows) == 2_000 - 10
+        assert len(txn.load_rows(schema, builder.partition_key(1), [None], since_s=NOW, now_s=NOW).rows) == 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# transactions
+
+
+def everything(store: PartitionStore) -> list[tuple[bytes, bytes]]:
+    return list(store.items())
+
+
+def test_a_rollback_leaves_the_db_untouched(store: PartitionStore) -> None:
+    schema = table("kv")
+    builder = EventBuilder(schema)
+    worker = StoreWorker(store, schema)
+    worker.batch([builder.event(Write(1, (1,), {"v": 1}, ts=10, ttl=60, insert=True))], NOW)
+    before = everything(store)
+    offsets = (store.source_offset, store.changelog_offset)
+    worker.batch(
+        [
+            builder.event(Write(1, (2,), {"v": 2}, ts=11, ttl=5)),
+            builder.event(DeletePartition(2, ts=3)),
+            builder.event(DeleteRow(1, (1,), ts=12)),
+        ],
+        NOW + 1,
+        rollback=True,
+    )
+    assert everything(store) == before
+    assert (store.source_offset, store.changelog_offset) == offsets
+
+
+def test_reads_see_the_transactions_own_writes(store: PartitionStore) -> None:
+    schema = table("kv")
+    builder = EventBuilder(schema)
+    layout = layout_for(schema)
+    first = builder.event(Write(1, (1,), {"v": 1}, ts=10, ttl=60, insert=True))
+    second = builder.event(Write(1, (1,), {"w": "x"}, ts=11))
+    key = clustering_key(schema, builder.clustering([1]))
+    with store.transaction() as txn:
+        state = txn.load(schema, prepare_event(first, layout), NOW)
+        result, _ = apply_with_changes(state, first, schema, NOW)
+        txn.save(schema, state, result.rows, NOW, header=False)
+        again = txn.load(schema, prepare_event(second, layout), NOW)
+        assert again.rows[key] == state.rows[key]
+        _, changes = apply_with_changes(again, second, schema, NOW)
+        assert [c.op for c in changes] == ["u"]
+        txn.save(schema, again, [key], NOW, header=False)
+        assert txn.due_expiries(NOW + 60, 10) == [
+            DueExpiry(schema.table_id, builder.partition_key(1), key, NOW + 60)
+        ]
+        assert txn.remember_digest(b"d" * 16, 1000) and txn.seen_digest(b"d" * 16)
+        assert not txn.remember_digest(b"d" * 16, 2000)
+        txn.put_meta("mine", b"1")
+        assert txn.get_meta("mine") == b"1"
+        assert store.read_row(schema.table_id, builder.partition_key(1), key).rows == {}  # not committed
+        txn.commit(7, 3)
+    assert store.read_row(schema.table_id, builder.partition_key(1), key).rows[key].cells.keys() == {"v", "w"}
+
+
+def test_commit_persists_state_and_offsets_across_a_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "p1"
+    with PartitionStore(path, 1) as store:
+        assert (store.source_offset, store.changelog_offset) == (None, 0)
+        with store.transaction() as txn:
+            txn.remember_digest(b"x" * 16, 5)
+            txn.commit(120, 45)
+        assert (store.source_offset, store.changelog_offset) == (120, 45)
+        with store.transaction() as txn:
+            txn.commit(None, 46)
+    with PartitionStore(path, 1) as store:
+        assert (store.source_offset, store.changelog_offset) == (None, 46)
+        with store.transaction() as txn:
+            assert txn.seen_digest(b"x" * 16)
+
+
+def test_misuse_is_refused_with_the_partition_named(tmp_path: Path) -> None:
+    path = tmp_path / "p1"
+    with PartitionStore(path, 1) as store:
+        txn = store.transaction()
+        with pytest.raises(StoreError, match="partition 1 already has an open transaction"):
+            store.transaction()
+        with pytest.raises(StoreError, match="during an open transaction"):
+            store.restore([], 0)
+        with pytest.raises(StoreError, match="written by the store"):
+            txn.put_meta("source_offset", b"")
+        txn.commit(1, 1)
+        with pytest.raises(StoreError, match="partition 1 is already finished"):
+            txn.seen_digest(b"")
+        with pytest.raises(StoreError, match="non-empty bytes"):
+            store.restore([(b"", b"v")], 2)
+    with pytest.raises(StoreError, match="is of partition 1, not 2"):
+        PartitionStore(path, 2)
+    with PartitionStore(path, 1) as store:  # still usable after the refused open
+        assert store.changelog_offset == 1
+        with pytest.raises(StoreError, match="cannot open the state of partition 1"):
+            PartitionStore(path, 1)  # RocksDB's lock: one process per directory
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.transaction()
+
+
+def test_a_directory_of_other_data_is_not_taken_for_a_store(tmp_path: Path) -> None:
+    from rocksdict import Options, Rdict
+
+    other = Rdict(str(tmp_path / "other"), Options(raw_mode=True))
+    other[b"foreign"] = b"data"
+    other.close()
+    with pytest.raises(StoreError, match="not a partition store"):
+        PartitionStore(tmp_path / "other", 0)
+
+
+def test_a_store_of_another_format_is_refused(tmp_path: Path) -> None:
+    with PartitionStore(tmp_path / "p0", 0) as store:
+        store.restore([(meta_key("format"), pack_u64(99))], 0)
+    with pytest.raises(StoreError, match="store format 99"):
+        PartitionStore(tmp_path / "p0", 0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# changelog
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_changelog_rebuilds_an_identical_db(tmp_path: Path, seed: int) -> None:
+    schema = dataclasses.replace(PROP, gc_grace_seconds=5)
+    rng = random.Random(seed)
+    with PartitionStore(tmp_path / "a", 2) as source:
+        worker = StoreWorker(source, schema)
+        now = NOW
+        for events in random_batches(seed, schema):
+            now += rng.randint(0, 4)
+            with source.transaction() as txn:
+                for event in events:
+                    txn.remember_digest(event["digest"], now * 1000)
+                txn.expire_digests((now - 5) * 1000, 100)
+                worker.changelog.extend(txn.changelog())
+                txn.commit(None, 0)
+            worker.batch(events, now)
+        assert len(worker.changelog) > 0
+        with PartitionStore(tmp_path / "b", 2) as copy:
+            log = worker.changelog
+            cut = rng.randint(0, len(log))
+            copy.restore(iter(log[:cut]), cut)
+            copy.restore(iter(log[cut:]), len(log), source_offset=source.source_offset)
+            assert copy.changelog_offset == len(log)
+            source_items = [(k, v) for k, v in everything(source) if k != meta_key("changelog_offset")]
+            copy_items = [(k, v) for k, v in everything(copy) if k != meta_key("changelog_offset")]
+            assert copy_items == source_items
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the due index
+
+
+def test_due_expiries_are_exactly_the_rows_expiring_by_now(store: PartitionStore) -> None:
+    schema = table("desc1")
+    builder = EventBuilder(schema)
+    rng = random.Random(7)
+    expiries: dict[bytes, int] = {}
+    events = []
+    for ck in range(300):
+        ttl = rng.choice([0, 0, *range(1, 60)])
+        events.append(builder.event(Write(ck % 3, (ck,), {"v": ck}, ts=10, ttl=ttl, insert=True)))
+        if ttl:
+            expiries[builder.partition_key(ck % 3) + clustering_key(schema, builder.clustering([ck]))] = (
+                NOW + ttl
+            )
+    StoreWorker(store, schema).batch(events, NOW)
+    with store.transaction() as txn:
+        for now in (NOW, NOW + 1, NOW + 17, NOW + 59, NOW + 100):
+            due = txn.due_expiries(now, 1000)
+            assert {e.partition_key + e.clustering_key: e.at_s for e in due if e.clustering_key} == {
+                k: at for k, at in expiries.items() if at <= now
+            }
+            assert [e.at_s for e in due] == sorted(e.at_s for e in due)
+        assert len(txn.due_expiries(NOW + 100, 10)) == 10
+        assert txn.due_expiries(NOW + 100, 0) == []
+    # once looked at (and nothing else expiring), a row leaves the index
+    worker = StoreWorker(store, schema)
+    changes = worker.batch([], NOW + 30)
+    expired = sum(1 for at in expiries.values() if at <= NOW + 30)
+    assert sum(len(c) for _, c in changes) == expired and all(c.op == "d" for _, cs in changes for c in cs)
+    with store.transaction() as txn:
+        assert {e.at_s for e in txn.due_expiries(NOW + 30, 1000)} == set()
+        assert len(txn.due_expiries(NOW + 100, 1000)) == len(expiries) - expired
+
+
+def test_a_look_at_part_of_a_partition_announces_the_static_only_row_once(store: PartitionStore) -> None:
+    """Rows that expire together, looked at one by one: the first look takes every row that decides
+    whether the static-only row shows, so the second look has nothing left to announce."""
+    schema = table("kv")
+    builder = EventBuilder(schema)
+    events = [
+        builder.event(Write(1, (), {"s": 1}, ts=10)),
+        builder.event(Write(1, (1,), {"v": 1}, ts=10, ttl=10, insert=True)),
+        builder.event(Write(1, (2,), {"v": 2}, ts=10, ttl=10, insert=True)),
+    ]
+    worker = StoreWorker(store, schema, due_limit=1)
+    memory = MemoryWorker(schema)
+    assert nonempty(worker.batch(events, NOW)) == nonempty(memory.batch(events, NOW))
+    got = worker.batch([], NOW + 20)
+    assert got == memory.batch([], NOW + 20)
+    assert [c.op for _, changes in got for c in changes] == ["c", "d", "d"]
+    assert nonempty(worker.batch([], NOW + 21)) == []
+
+
+def test_tombstones_are_due_when_gc_grace_has_passed(store: PartitionStore) -> None:
+    schema = table("gc")  # gc_grace_seconds = 100
+    builder = EventBuilder(schema)
+    worker = StoreWorker(store, schema)
+    worker.batch(
+        [
+            builder.event(DeleteRow(1, (1,), ts=20), now=NOW),
+            builder.event(DeleteRange(2, low=3, ts=20), now=NOW + 5),
+        ],
+        NOW + 5,
+    )
+    with store.transaction() as txn:
+        assert [(e.clustering_key is None, e.at_s) for e in txn.due_expiries(NOW + 1000, 10)] == [
+            (False, NOW + 101),
+            (True, NOW + 106),
+        ]
+    worker.batch([], NOW + 101)
+    assert store.count_rows() == 0
+    worker.batch([], NOW + 106)
+    assert [k for k, _ in everything(store) if k[:1] != b"M"] == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# digests
+
+
+def test_the_digest_horizon_forgets_the_oldest_digests(store: PartitionStore) -> None:
+    digests = {bytes([i]) * 16: 1000 + 10 * i for i in range(50)}
+    with store.transaction() as txn:
+        for digest, ms in digests.items():
+            assert txn.remember_digest(digest, ms)
+        assert txn.expire_digests(1050, 100) == 5  # first seen at 1000..1040, in the same transaction
+        txn.commit(None, 1)
+    with store.transaction() as txn:
+        assert txn.expire_digests(1200, 3) == 3  # oldest first
+        assert [txn.seen_digest(d) for d in list(digests)[5:9]] == [False, False, False, True]
+        assert txn.expire_digests(1200, 100) == 12
+        assert txn.expire_digests(1200, 100) == 0
+        kept = {d for d in digests if txn.seen_digest(d)}
+        assert kept == {d for d, ms in digests.items() if ms >= 1200}
+        assert txn.remember_digest(bytes([0]) * 16, 5000)  # forgotten: new again
+        txn.commit(None, 2)
+    keys = {k[:1] for k, _ in everything(store)}
+    assert keys == {b"D", b"E", b"M"}
+    assert sum(1 for k, _ in everything(store) if k[:1] == b"D") == 31
