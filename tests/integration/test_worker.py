@@ -28,7 +28,14 @@ from agents.commitlog.schema_loader import load_schema_from_session
 from agents.commitlog.table_schema import TableSchema
 from infra.cassandra import CassandraNode
 from schemas.change_codec import json_value_row
-from tests.integration.agent_harness import RawTopic, new_agent, running_agents, unique_name, wait_until
+from tests.integration.agent_harness import (
+    Metrics,
+    RawTopic,
+    new_agent,
+    running_agents,
+    unique_name,
+    wait_until,
+)
 from tests.integration.worker_harness import (
     CleanTopic,
     WorkerProcess,
@@ -57,7 +64,8 @@ class Workload:
 
 
 def _statements(keyspace: str, seed: int) -> Iterator[tuple[str, tuple[Any, ...]]]:
-    """A randomized mix of every write kind on a table without and one with clustering and statics."""
+    """A randomized mix of every write kind on a table without and one with clustering and statics, and
+    counter increments (merged shards, not last-write-wins)."""
     rng = random.Random(seed)
     users = f"{keyspace}.users"
     events = f"{keyspace}.events"
@@ -72,6 +80,12 @@ def _statements(keyspace: str, seed: int) -> Iterator[tuple[str, tuple[Any, ...]
         for ck in range(20):
             yield f"INSERT INTO {events} (pk, ck, v) VALUES (%s, %s, %s)", (pk, ck, f"v{pk}.{ck}")
     for step in range(900):
+        if step % 9 == 0:
+            yield (
+                f"UPDATE {keyspace}.hits SET n = n + %s WHERE id = %s",
+                (rng.randrange(1, 50), rng.randrange(10)),
+            )
+            continue
         i = rng.randrange(USERS)
         pk, ck = rng.randrange(EVENT_PARTITIONS), rng.randrange(20)
         kind = rng.randrange(12)
@@ -123,6 +137,7 @@ def workload(
         f"CREATE TABLE {keyspace}.events (pk int, ck int, v text, s text static, PRIMARY KEY (pk, ck)) "
         "WITH cdc = true AND gc_grace_seconds = 3600"
     )
+    session.execute(f"CREATE TABLE {keyspace}.hits (id int PRIMARY KEY, n counter) WITH cdc = true")
     workdir = tmp_path_factory.mktemp("worker-agent")
     with running_agents() as agents:
         agent = new_agent(
@@ -283,7 +298,7 @@ def test_kill_9_and_a_new_worker_on_an_empty_folder_lose_and_repeat_nothing(
         )
 
     first = make("first", batch_max_events=20)
-    second = make("second")
+    second = make("second", web_token="s3cret")
     try:
         first.start()
         total = len(workload.raw_records) * 3
@@ -299,7 +314,13 @@ def test_kill_9_and_a_new_worker_on_an_empty_folder_lose_and_repeat_nothing(
         wait_until(lambda: group_lag(kafka_bootstrap, app_id, raw_topic) == 0, 180, lambda: second.log_tail())
         time.sleep(max(0.0, workload.expires_by - time.time()) + 3)
         check_clean_topics(kafka_bootstrap, session, workload, prefix)
-        restored = second.metrics().value("cdc_worker_restored_changelog_records_total")
+        status, body = second.get_json("/stats")
+        assert status == 401, f"/stats without the bearer token answered {status}"
+        status, body = second.get_json("/stats", token="s3cret")
+        assert status == 200 and body["total"]["in"] > 0, body
+        assert second.get_json("/health")[0] == 200, "/health must stay open without a token"
+        status, metrics = second.get_text("/metrics", token="s3cret")
+        restored = Metrics.parse(metrics).value("cdc_worker_restored_changelog_records_total")
         assert restored > 0, "the new worker did not restore the state from the changelog"
     finally:
         first.ensure_stopped()

@@ -70,15 +70,20 @@ class WorkerProcess(AgentProcess):
     def state_path(config: dict[str, Any]) -> Path:
         return Path(config["worker"]["data_directory"])
 
-    def get_json(self, path: str, **query: str) -> tuple[int, Any]:
+    def get_text(self, path: str, token: str | None = None, **query: str) -> tuple[int, str]:
         url = f"http://127.0.0.1:{self.port}{path}"
         if query:
             url += "?" + urllib.parse.urlencode(query)
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
         try:
-            with urllib.request.urlopen(url, timeout=10) as response:
-                return response.status, json.loads(response.read())
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.read().decode()
         except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"null")
+            return exc.code, exc.read().decode()
+
+    def get_json(self, path: str, token: str | None = None, **query: str) -> tuple[int, Any]:
+        status, text = self.get_text(path, token, **query)
+        return status, json.loads(text or "null")
 
     def row(self, keyspace: str, table: str, key: dict[str, Any]) -> tuple[int, Any]:
         return self.get_json(f"/rows/{keyspace}/{table}", key=json.dumps(key))

@@ -1,0 +1,875 @@
+"""Worker under load: raw events/s at three copies per change, scaling to two workers, CPU and RSS.
+
+Starts services of its own in a temporary home (Kafka on 127.0.0.1:29092, a one-node Cassandra on
+127.0.3.1), then:
+  input     --rows writes to `bench.readings` (a CDC table of narrow 10-column rows; --update-share of them
+            UPDATEs of rows written before, the rest INSERTs of new rows), published by a real agent
+            (`python -m cdc agent`); every raw event is then written --copies times, shuffled within its
+            partition, to the topic the workers read (12 partitions): what RF=3 replicas look like
+  one       one worker (`python -m cdc worker --config`), timed from its first consumed record (/stats
+            `total.in` polled every 0.1 s) until its consumer group's committed lag is 0
+  two       two workers (new app_id, own data directories and worker ids) started together on the same
+            input: aggregate events/s and each one's share
+  profile   (--profile) another worker under cProfile (`python -m cProfile -o FILE -m cdc worker`) for at
+            most --profile-seconds, stopped with SIGINT
+  state     --state-rows new rows (INSERTs cloned from a real raw event, one copy each, --rows-per-partition
+            rows per partition key) produced to another topic and merged by one worker; its VmRSS as the
+            state grows (RocksDB memory is bounded by the block cache and memtables, not by row count)
+Every worker's VmRSS is sampled every 0.5 s; CPU of each process comes from /proc/<pid>/stat.
+
+    .venv/bin/python bench/worker_pipeline.py [--rows 100000] [--update-share 0.3] [--copies 3]
+        [--state-rows 3000000] [--profile] [--profile-seconds 60] [--phases one two profile state]
+        [--out bench/worker_pipeline.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import io
+import json
+import math
+import os
+import pstats
+import random
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import yaml  # noqa: E402
+from agent_pipeline import (  # noqa: E402
+    INSERT,
+    TABLE_DDL,
+    AgentProcess,
+    CpuWindow,
+    free_port,
+    http_get,
+    proc_status,
+    row,
+    say,
+)
+
+from infra.settings import InfraSettings  # noqa: E402
+from schemas.raw_event import decode_raw_event, encode_raw_event, encode_raw_key  # noqa: E402
+
+ADDRESS = "127.0.3.1"
+JMX_PORT = 7801
+KAFKA_PORT = 29092
+KAFKA_CONTROLLER_PORT = 29093
+PARTITIONS = 12
+DEVICES = 1000
+EPS_TARGET = 20_000
+RSS_TARGET_MB = 1000.0
+STATE_TARGET_ROWS = 10_000_000
+UPDATE = "UPDATE bench.readings SET value = ?, count = ?, note = ? WHERE device = ? AND at = ?"
+
+
+# -- Kafka helpers -----------------------------------------------------------------------------------
+
+
+async def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+
+
+async def _read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, bytes, bytes]]:
+    """Every record of `topic`: (partition, offset, key, value)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=5000)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not tps:
+            await consumer._client.force_metadata_update()
+            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        out: list[tuple[int, int, bytes, bytes]] = []
+        while any(await consumer.position(tp) < ends[tp] for tp in tps):
+            for tp, messages in (await consumer.getmany(timeout_ms=500)).items():
+                out.extend((tp.partition, m.offset, m.key, m.value) for m in messages)
+        return out
+    finally:
+        await consumer.stop()
+
+
+async def _produce(
+    bootstrap: str, topic: str, records: Iterable[tuple[int | None, bytes, bytes]], partitions: int
+) -> int:
+    """Create `topic` and write (partition or None for the key's murmur2 partition, key, value) records."""
+    from aiokafka import AIOKafkaProducer
+
+    await _create_topic(bootstrap, topic, partitions)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=20, max_batch_size=512 * 1024
+    )
+    await producer.start()
+    sent = 0
+    pending: list[asyncio.Future[Any]] = []
+    try:
+        for partition, key, value in records:
+            pending.append(await producer.send(topic, value=value, key=key, partition=partition))
+            sent += 1
+            if len(pending) >= 20_000:
+                await asyncio.gather(*pending)
+                pending.clear()
+                if sent % 500_000 == 0:
+                    say(f"  {sent:,} records produced to {topic}")
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+    return sent
+
+
+class LagProbe:
+    """Committed lag of a consumer group on a topic that no longer grows, with clients kept open."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.ends: dict[Any, int] = {}
+        self.admin: Any = None
+        self.loop.run_until_complete(self._start())
+
+    async def _start(self) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap)
+        await consumer.start()
+        try:
+            await consumer._client.force_metadata_update()
+            tps = [TopicPartition(self.topic, p) for p in sorted(consumer.partitions_for_topic(self.topic) or ())]
+            self.ends = await consumer.end_offsets(tps)
+        finally:
+            await consumer.stop()
+        self.admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        await self.admin.start()
+
+    @property
+    def total(self) -> int:
+        return sum(self.ends.values())
+
+    def lag(self, group: str) -> int:
+        committed = self.loop.run_until_complete(self.admin.list_consumer_group_offsets(group))
+        lag = 0
+        for tp, end in self.ends.items():
+            meta = committed.get(tp)
+            lag += end - (meta.offset if meta is not None and meta.offset >= 0 else 0)
+        return lag
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.admin.close())
+        self.loop.close()
+
+
+# -- synthetic raw events for the state run ----------------------------------------------------------
+
+
+def synthetic_events(template: dict[str, Any], count: int, rows_per_partition: int, seed: int) -> Iterator[
+    tuple[None, bytes, bytes]
+]:  # fmt: skip
+    """`count` INSERTs of new rows, each a copy of the real raw event `template` (one INSERT of one row)
+    with its own partition key, clustering, write time, digest and values (value, count, total, note)."""
+    base_row = template["rows"][0]
+    write_base = int(time.time() * 1_000_000)
+    values = {
+        "value": lambda i: struct.pack(">d", i * 0.25),
+        "count": lambda i: struct.pack(">i", i % 2**31),
+        "total": lambda i: struct.pack(">q", i * 1000),
+        "note": lambda i: f"note number {i}".encode(),
+    }
+    for i in range(count):
+        device = uuid.UUID(int=(seed << 96) | (i // rows_per_partition)).bytes
+        ts = write_base + i
+        cells = [
+            {**c, "timestamp": ts, "value": values[c["column"]](i) if c["column"] in values else c["value"]}
+            for c in base_row["cells"]
+        ]
+        event = {
+            **template,
+            "source": {**template["source"], "entry_offset": i, "position": i + 1},
+            "partition_key": device,
+            "digest": hashlib.md5(f"{seed}/{i}".encode()).digest(),
+            "rows": [
+                {
+                    **base_row,
+                    "clustering": [struct.pack(">q", 1_700_000_000_000 + i)],
+                    "liveness": {**base_row["liveness"], "timestamp": ts},
+                    "cells": cells,
+                }
+            ],
+        }
+        yield None, encode_raw_key(template["keyspace"], template["table"], device), encode_raw_event(event)
+
+
+# -- worker processes --------------------------------------------------------------------------------
+
+
+class WorkerProcess:
+    """One `python -m cdc worker --config FILE` child (optionally under cProfile), JSON logs to a file."""
+
+    def __init__(self, home: Path, name: str, config: dict[str, Any]) -> None:
+        self.name = name
+        self.config_path = home / f"{name}.yaml"
+        self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.log = home / f"{name}.log"
+        self.port: int = config["worker"]["web_port"]
+        self.data = Path(config["worker"]["data_directory"])
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.hwm_kb = 0
+        self.last_stats: dict[str, Any] = {}
+        self.last_metrics: dict[str, float] = {}
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+    def start(self, profile_to: Path | None = None) -> None:
+        prefix = [] if profile_to is None else ["-m", "cProfile", "-o", str(profile_to)]
+        argv = [sys.executable, *prefix, "-m", "cdc", "worker", "--config", str(self.config_path)]
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+
+    def check_alive(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            raise RuntimeError(f"worker {self.name} exited unexpectedly:\n{self.log_tail()}")
+
+    def events_in(self) -> int | None:
+        """/stats `total.in`, or None while the web server does not answer yet."""
+        try:
+            status, body = http_get(self.port, "/stats")
+        except (OSError, urllib.error.URLError):
+            return None
+        if status != 200:
+            return None
+        self.last_stats = json.loads(body)
+        return int(self.last_stats["total"]["in"])
+
+    def metrics(self) -> dict[str, float]:
+        values = {}
+        with contextlib.suppress(OSError, urllib.error.URLError):
+            for line in http_get(self.port, "/metrics")[1].splitlines():
+                if line and not line.startswith("#"):
+                    name, _, value = line.rpartition(" ")
+                    values[name] = float(value)
+        self.last_metrics = values
+        return values
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 90.0) -> int | None:
+        """Stop it (its VmHWM is kept in `hwm_kb`); its exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.hwm_kb = proc_status(self.proc.pid).get("VmHWM", 0)
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                say(f"worker {self.name} ignored signal {sig} for {timeout_s:.0f} s; killing it")
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def log_problems(self) -> list[str]:
+        out = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                entry = {"level": "OUTPUT", "message": line}
+            if isinstance(entry, dict) and entry.get("level") in ("WARNING", "ERROR", "CRITICAL"):
+                out.append(f"{self.name} {entry.get('level')} {entry.get('logger', '')}: {entry.get('message')}")
+        return out
+
+
+def dir_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+@dataclass(slots=True)
+class RunResult:
+    """One run of one or more workers over one input topic."""
+
+    name: str
+    workers: list[str]
+    total: int
+    seconds: float = 0.0
+    startup_s: float = 0.0
+    events_in: dict[str, int] = field(default_factory=dict)
+    timeline: list[tuple[float, int]] = field(default_factory=list)
+    """(seconds since the first record, events in summed over workers)"""
+    cpu: dict[str, float] = field(default_factory=dict)
+    rss: dict[str, list[tuple[float, int, int]]] = field(default_factory=dict)
+    """worker -> (seconds since the first record, its events in, VmRSS kB)"""
+    hwm_mb: dict[str, float] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+    state_mb: dict[str, float] = field(default_factory=dict)
+    stopped_early: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return sum(self.events_in.values()) / self.seconds if self.seconds else math.nan
+
+    def middle_rate(self, low: float = 0.1, high: float = 0.9) -> float:
+        """events/s between the samples nearest low and high fractions of the input (no start or tail)."""
+        points = self.timeline
+        if len(points) < 3:
+            return math.nan
+        a = next(p for p in points if p[1] >= low * self.total)
+        b = next((p for p in points if p[1] >= high * self.total), points[-1])
+        return (b[1] - a[1]) / (b[0] - a[0]) if b[0] > a[0] else math.nan
+
+    def peak_rss_mb(self, worker: str) -> float:
+        samples = [kb for _, _, kb in self.rss.get(worker, [])]
+        return max([max(samples, default=0) / 1000, self.hwm_mb.get(worker, 0.0)])
+
+
+# -- the benchmark -----------------------------------------------------------------------------------
+
+
+class Bench:
+    """Services, input topics and worker runs; `down()` stops everything this script started."""
+
+    def __init__(self, args: argparse.Namespace, home: Path) -> None:
+        from infra.cassandra import CassandraNode, standalone_spec
+        from infra.kafka import KafkaBroker, broker_spec
+
+        self.args = args
+        self.home = home
+        self.settings = InfraSettings.from_env(
+            home=home / "services", kafka_port=KAFKA_PORT, kafka_controller_port=KAFKA_CONTROLLER_PORT
+        )
+        self.broker = KafkaBroker(broker_spec(self.settings), self.settings)
+        self.node = CassandraNode(
+            standalone_spec(self.settings, "bench", address=ADDRESS, jmx_port=JMX_PORT), self.settings
+        )
+        self.bootstrap = self.broker.spec.bootstrap
+        self.cluster: Any = None
+        self.agent: AgentProcess | None = None
+        self.workers: list[WorkerProcess] = []
+        self.env: dict[str, Any] = {}
+        self.input: dict[str, Any] = {}
+        self.runs: dict[str, RunResult] = {}
+        self.profile: dict[str, Any] = {}
+        self.template: dict[str, Any] | None = None
+
+    # -- set-up and tear-down
+
+    def up(self) -> None:
+        self.env["load_before"] = os.getloadavg()
+        say(f"load average before start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+        say(f"starting Kafka on {self.bootstrap}")
+        self.broker.start()
+        say(f"starting Cassandra {self.settings.cassandra_version} on {ADDRESS}")
+        self.node.start()
+
+    def down(self) -> None:
+        for worker in self.workers:
+            with contextlib.suppress(Exception):
+                worker.stop(signal.SIGKILL if worker.pid else signal.SIGTERM, 10)
+        if self.agent is not None:
+            self.agent.stop()
+        if self.cluster is not None:
+            self.cluster.shutdown()
+        for name, service in (("Cassandra", self.node), ("Kafka", self.broker)):
+            try:
+                if service.stop():
+                    say(f"stopped {name}")
+            except Exception as exc:
+                say(f"stopping {name} failed: {exc}")
+
+    # -- input: real writes, a real agent, shuffled copies
+
+    def write_rows(self) -> tuple[int, int]:
+        """--rows writes (inserts and updates) to bench.readings; (inserts, updates) acknowledged."""
+        from cassandra.concurrent import execute_concurrent
+
+        from infra.cql import connect
+
+        self.cluster = connect(ADDRESS, self.node.spec.cql_port)
+        session = self.cluster.connect()
+        session.execute(
+            "CREATE KEYSPACE bench WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+        )
+        session.execute(TABLE_DDL)
+        self.env["cassandra"] = session.execute("SELECT release_version FROM system.local").one()[0]
+        insert, update = session.prepare(INSERT), session.prepare(UPDATE)
+        rng = random.Random(5)
+        devices = [uuid.uuid4() for _ in range(DEVICES)]
+        inserted = updated = failed = 0
+        rows_so_far = 0
+        statements: list[tuple[Any, tuple[Any, ...]]] = []
+        started = time.monotonic()
+        for n in range(self.args.rows):
+            if rows_so_far and rng.random() < self.args.update_share:
+                i = rng.randrange(rows_so_far)
+                statements.append((update, (i * 0.5 + n, n, f"updated {n}", devices[i % DEVICES],
+                                            1_700_000_000_000 + i)))  # fmt: skip
+            else:
+                statements.append((insert, row(rows_so_far, devices[rows_so_far % DEVICES])))
+                rows_so_far += 1
+            if len(statements) == 5000 or n == self.args.rows - 1:
+                results = execute_concurrent(session, statements, concurrency=64, raise_on_first_error=False)
+                for (statement, _), (ok, _) in zip(statements, results, strict=True):
+                    if not ok:
+                        failed += 1
+                    elif statement is insert:
+                        inserted += 1
+                    else:
+                        updated += 1
+                statements = []
+        took = time.monotonic() - started
+        say(f"  {inserted:,} inserts and {updated:,} updates acknowledged in {took:.1f} s "
+            f"({(inserted + updated) / took:,.0f}/s), {failed} failed")  # fmt: skip
+        self.input.update(inserts=inserted, updates=updated, failed=failed, write_s=took)
+        return inserted, updated
+
+    def publish_raw(self) -> None:
+        """Run the agent while the rows are written and until it published all of them; keep its events."""
+        spec = self.node.spec
+        metrics_port = free_port()
+        config = {
+            "cluster": self.settings.cluster_name,
+            "kafka": {"bootstrap_servers": self.bootstrap, "raw_partitions": PARTITIONS},
+            "cassandra": {"contact_points": [spec.address], "port": spec.cql_port, "keyspaces": ["bench"]},
+            "agent": {
+                "cdc_raw_directory": str(spec.cdc_raw),
+                "state_directory": str(self.home / "agent-state"),
+                "node": spec.name,
+                "cdc_total_space": f"{spec.cdc_total_space_mb}MiB",
+                "metrics_port": metrics_port,
+            },
+        }
+        path = self.home / "agent.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.agent = AgentProcess(path, self.home / "agent.log", metrics_port)
+        self.agent.start()
+        self.agent.wait_healthy()
+        say(f"input: writing {self.args.rows:,} rows ({self.args.update_share:.0%} updates) with the agent on")
+        inserts, updates = self.write_rows()
+        self.agent.wait_published(inserts + updates, timeout_s=600)
+        self.agent.wait_caught_up()
+        self.agent.stop()
+        raw = asyncio.run(_read_topic(self.bootstrap, "cdc.raw"))
+        say(f"  the agent published {len(raw):,} raw events ({sum(len(r[3]) for r in raw) / 1e6:.1f} MB)")
+        self.input.update(events=len(raw), raw_mb=sum(len(r[3]) for r in raw) / 1e6)
+        for _, _, _, value in raw:
+            event = decode_raw_event(value)
+            rows = event["rows"]
+            if len(rows) == 1 and rows[0]["liveness"] is not None and len(rows[0]["cells"]) == 8:
+                self.template = event
+                break
+        copies = self.args.copies
+        per_partition: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
+        for partition, _, key, value in raw:
+            per_partition[partition].extend([(key, value)] * copies)
+        rng = random.Random(7)
+        for items in per_partition.values():
+            rng.shuffle(items)
+        shuffled = ((p, k, v) for p, items in sorted(per_partition.items()) for k, v in items)
+        started = time.monotonic()
+        sent = asyncio.run(_produce(self.bootstrap, "bench.raw-copies", shuffled, PARTITIONS))
+        say(f"  {sent:,} records ({copies} copies, shuffled within each partition) written to "
+            f"bench.raw-copies in {time.monotonic() - started:.1f} s")  # fmt: skip
+        self.input["records"] = sent
+
+    # -- worker runs
+
+    def worker(self, name: str, app_id: str, topic: str, worker_id: str | None = None) -> WorkerProcess:
+        config = {
+            "cluster": self.settings.cluster_name,
+            "kafka": {
+                "bootstrap_servers": self.bootstrap,
+                "raw_topic": topic,
+                "schema_topic": "cdc.schemas",
+                "raw_partitions": PARTITIONS,
+            },
+            "worker": {
+                "data_directory": str(self.home / name),
+                "app_id": app_id,
+                "worker_id": worker_id or name,
+                "clean_topic_prefix": app_id,
+                "web_port": free_port(),
+            },
+        }
+        worker = WorkerProcess(self.home, name, config)
+        self.workers.append(worker)
+        return worker
+
+    def run(
+        self,
+        name: str,
+        workers: list[WorkerProcess],
+        topic: str,
+        group: str,
+        *,
+        profile_to: Path | None = None,
+        max_seconds: float | None = None,
+        checkpoints: Iterable[int] = (),
+    ) -> RunResult:
+        """Start `workers` together; time them from the first record until the group's lag is 0."""
+        probe = LagProbe(self.bootstrap, topic)
+        result = RunResult(name, [w.name for w in workers], probe.total)
+        say(f"{name}: {len(workers)} worker(s) on {topic} ({probe.total:,} records)")
+        pids = {w.name: (lambda w=w: w.pid) for w in workers}
+        cpu = CpuWindow({**pids, "Kafka": self.broker.process.pid, "benchmark": os.getpid})
+        started = time.monotonic()
+        for w in workers:
+            w.start(profile_to)
+            result.rss[w.name] = []
+        first: float | None = None
+        last_rss = last_lag = last_report = 0.0
+        pending = sorted(checkpoints)
+        timeout = max(600.0, probe.total / 500)
+        try:
+            while True:
+                now = time.monotonic()
+                if now - started > timeout:
+                    raise RuntimeError(f"{name}: not done after {timeout:.0f} s")
+                for w in workers:
+                    w.check_alive()
+                counts = {w.name: w.events_in() for w in workers}
+                done = sum(c or 0 for c in counts.values())
+                if first is None and done > 0:
+                    first = time.monotonic()
+                    cpu.start()
+                    result.startup_s = first - started
+                    say(f"  first records consumed {result.startup_s:.1f} s after start")
+                if first is None:
+                    time.sleep(0.1)
+                    continue
+                at = time.monotonic() - first
+                result.timeline.append((at, done))
+                if now - last_rss >= 0.5 or (pending and done >= pending[0]):
+                    for w in workers:
+                        rss = proc_status(w.pid).get("VmRSS") if w.pid else None
+                        if rss is not None:
+                            result.rss[w.name].append((at, counts[w.name] or 0, rss))
+                    while pending and done >= pending[0]:
+                        pending.pop(0)
+                    last_rss = now
+                if now - last_report >= 10:
+                    say(f"  {done:,} of {probe.total:,} records in after {at:.0f} s ({done / max(at, 1e-9):,.0f}/s)")
+                    last_report = now
+                if max_seconds is not None and at >= max_seconds:
+                    result.stopped_early = True
+                    break
+                if done >= probe.total or now - last_lag >= 2:
+                    last_lag = now
+                    if probe.lag(group) == 0:
+                        break
+                time.sleep(0.1)
+            end = time.monotonic()
+            result.cpu = cpu.stop()
+            result.seconds = end - first
+            for w in workers:
+                result.events_in[w.name] = w.events_in() or 0
+                result.stats[w.name] = w.last_stats
+                result.metrics[w.name] = w.metrics()
+        finally:
+            probe.close()
+        for w in workers:
+            w.stop(signal.SIGINT if profile_to is not None else signal.SIGTERM)
+            result.hwm_mb[w.name] = w.hwm_kb / 1000
+            result.state_mb[w.name] = dir_mb(w.data / "state") if (w.data / "state").exists() else 0.0
+            result.problems += w.log_problems()
+        say(f"{name}: {sum(result.events_in.values()):,} records in {result.seconds:.1f} s: "
+            f"{result.rate:,.0f} events/s ({result.middle_rate():,.0f}/s from 10% to 90%); "
+            + ", ".join(f"{w.name} {result.events_in[w.name]:,} in, CPU {result.cpu[w.name]:.0f}%, "
+                        f"peak RSS {result.peak_rss_mb(w.name):.0f} MB" for w in workers))  # fmt: skip
+        self.runs[name] = result
+        return result
+
+    def run_one(self) -> None:
+        self.run("one", [self.worker("w1", "bench-one", "bench.raw-copies")], "bench.raw-copies", "bench-one")
+
+    def run_two(self) -> None:
+        workers = [self.worker(f"w2{c}", "bench-two", "bench.raw-copies") for c in "ab"]
+        self.run("two", workers, "bench.raw-copies", "bench-two")
+
+    def run_profile(self) -> None:
+        stats_path = self.home / "worker.prof"
+        worker = self.worker("wp", "bench-profile", "bench.raw-copies")
+        result = self.run(
+            "profile",
+            [worker],
+            "bench.raw-copies",
+            "bench-profile",
+            profile_to=stats_path,
+            max_seconds=self.args.profile_seconds,
+        )
+        if not stats_path.exists():
+            raise RuntimeError(f"the profiled worker wrote no stats:\n{worker.log_tail()}")
+        stats = pstats.Stats(str(stats_path))
+        stats.strip_dirs()
+        for order in ("tottime", "cumulative"):
+            text = io.StringIO()
+            stats.stream = text  # type: ignore[attr-defined]
+            stats.sort_stats(order).print_stats(self.args.profile_top)
+            body = text.getvalue()
+            self.profile[order] = body[body.find("ncalls") :].rstrip()
+        self.profile["rate"] = result.rate
+        self.profile["seconds"] = result.seconds
+        self.profile["events"] = sum(result.events_in.values())
+
+    def run_state(self) -> None:
+        if self.template is None:
+            raise RuntimeError("no single-row INSERT among the raw events to clone")
+        rows, per_partition = self.args.state_rows, self.args.rows_per_partition
+        say(f"state: producing {rows:,} new-row INSERTs ({per_partition} rows per partition) to bench.state")
+        started = time.monotonic()
+        events = synthetic_events(self.template, rows, per_partition, seed=11)
+        asyncio.run(_produce(self.bootstrap, "bench.state", events, PARTITIONS))
+        self.input["state_produce_s"] = time.monotonic() - started
+        step = 500_000 if rows >= 2_000_000 else max(1, rows // 5)
+        checkpoints = [*range(step, rows, step), rows]
+        self.run("state", [self.worker("ws", "bench-state", "bench.state")], "bench.state", "bench-state",
+                 checkpoints=checkpoints)  # fmt: skip
+        self.input["state_checkpoints"] = checkpoints
+
+    def go(self) -> None:
+        phases = self.args.phases
+        self.up()
+        self.publish_raw()
+        if "one" in phases:
+            self.run_one()
+        if "two" in phases:
+            self.run_two()
+        if "profile" in phases or self.args.profile:
+            self.run_profile()
+        if "state" in phases and self.args.state_rows > 0:
+            self.run_state()
+
+
+# -- the report --------------------------------------------------------------------------------------
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def mem_total_gb() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal"):
+            return int(line.split()[1]) / 1e6
+    return math.nan
+
+
+def report(bench: Bench, command: str) -> str:
+    args, runs, inp = bench.args, bench.runs, bench.input
+    lines = [
+        "# Worker: raw events/s at three copies per change, two workers, CPU and RSS",
+        "",
+        f"Command: `.venv/bin/python {command}`",
+        "",
+        f"Machine: {os.cpu_count()} cores ({cpu_model()}), {mem_total_gb():.0f} GB RAM, measured "
+        f"{time.strftime('%Y-%m-%d')}. Kafka, the worker(s) and this script share those cores (Cassandra "
+        "and the agent are idle once the input is written). 1-minute load average before the services "
+        f"started: {bench.env['load_before'][0]:.2f}; the CPU tables below show what other processes on "
+        "the machine used during each run.",
+        "",
+        f"Versions: Python {sys.version.split()[0]}, Cassandra {bench.env.get('cassandra', '?')} (one node, "
+        f"CDC on), Kafka {bench.settings.kafka_version} (one KRaft broker), faust-streaming "
+        f"{version('faust-streaming')}, aiokafka {version('aiokafka')}, rocksdict {version('rocksdict')}, "
+        f"fastavro {version('fastavro')}. Workers: `python -m cdc worker`, default settings (batches of up "
+        "to 1000 events / 50 ms, JSON change events, 64 MiB shared block cache, 8 MiB write buffers).",
+        "",
+        "## Input",
+        "",
+        f"{inp['inserts'] + inp['updates']:,} writes to `bench.readings` (10 columns: uuid, timestamp, text, "
+        "double, int, bigint, boolean, text, decimal, text; 1000 partition keys): "
+        f"{inp['inserts']:,} INSERTs of new rows and {inp['updates']:,} UPDATEs of 3 columns of a random "
+        f"earlier row. A real agent published them as {inp['events']:,} raw events ({inp['raw_mb']:.1f} MB "
+        f"of Avro); each was then written {args.copies} times, shuffled within its partition, to the topic "
+        f"the workers read ({PARTITIONS} partitions, {inp['records']:,} records): what {args.copies} "
+        "replicas with different arrival orders look like. A worker drops the copies by digest.",
+        "",
+    ]
+    throughput = [runs[n] for n in ("one", "two") if n in runs]
+    if throughput:
+        lines += [
+            "## Throughput",
+            "",
+            "Timed from the first consumed record (/stats `total.in` polled every 0.1 s) until the consumer "
+            "group's committed lag was 0 (checked with an admin client). `10-90%` is the rate between the "
+            "samples at 10% and 90% of the input, without start-up and tail.",
+            "",
+            "| run | worker | raw events in | share | seconds | events/s | events/s 10-90% | CPU % | "
+            "peak RSS MB |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in throughput:
+            total_in = sum(r.events_in.values())
+            for w in r.workers:
+                lines.append(
+                    f"| {r.name} | {w} | {r.events_in[w]:,} | {r.events_in[w] / total_in:.0%} | "
+                    f"{r.seconds:.1f} | {r.events_in[w] / r.seconds:,.0f} | - | {r.cpu[w]:.0f} | "
+                    f"{r.peak_rss_mb(w):.0f} |"
+                )
+            if len(r.workers) > 1:
+                lines.append(
+                    f"| {r.name} | **all** | {total_in:,} | 100% | {r.seconds:.1f} | {r.rate:,.0f} | "
+                    f"{r.middle_rate():,.0f} | {sum(r.cpu[w] for w in r.workers):.0f} | - |"
+                )
+            else:
+                lines[-1] = lines[-1].replace("| - |", f"| {r.middle_rate():,.0f} |", 1)
+        lines += [
+            "",
+            "CPU of each process over each run, % of one core (the machine has "
+            f"{(os.cpu_count() or 1) * 100}%; `other` is every other process on the machine):",
+            "",
+            "| run | " + " | ".join(f"{k}" for k in ("workers", "Kafka", "benchmark", "other processes")) + " |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for r in throughput:
+            lines.append(
+                f"| {r.name} | {sum(r.cpu[w] for w in r.workers):.0f} | {r.cpu['Kafka']:.0f} | "
+                f"{r.cpu['benchmark']:.0f} | {r.cpu['other processes']:.0f} |"
+            )
+        lines += ["", "What each worker did with the raw events (its /stats at the end):", ""]
+        lines += ["| run | worker | in | duplicates | late | no-ops | applied | change events | batches | "
+                  "mean batch ms |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for r in throughput:
+            for w in r.workers:
+                t = r.stats[w].get("total", {})
+                m = r.metrics[w]
+                batches = m.get("cdc_worker_batch_seconds_count", 0)
+                mean_ms = 1000 * m.get("cdc_worker_batch_seconds_sum", 0) / batches if batches else math.nan
+                lines.append(
+                    f"| {r.name} | {w} | {t.get('in', 0):,} | {t.get('duplicates', 0):,} | {t.get('late', 0):,} "
+                    f"| {t.get('noops', 0):,} | {t.get('applied', 0):,} | {t.get('emitted', 0):,} | "
+                    f"{batches:,.0f} | {mean_ms:.0f} |"
+                )
+        lines.append("")
+    state = runs.get("state")
+    if state is not None:
+        samples = state.rss["ws"]
+        lines += [
+            "## Memory as the state grows",
+            "",
+            f"{args.state_rows:,} INSERTs of new rows ({args.rows_per_partition} rows per partition key), each "
+            "a copy of a real raw event of `bench.readings` with its own key, clustering, write time, digest "
+            "and values, one copy each (copies add no state: a duplicate is dropped by its digest), produced "
+            f"to a topic of {PARTITIONS} partitions in {inp['state_produce_s']:.0f} s before the worker "
+            f"started; one worker merged them in {state.seconds:.0f} s ({state.rate:,.0f} events/s, CPU "
+            f"{state.cpu['ws']:.0f}%). Its VmRSS when the state held:",
+            "",
+            "| rows in state | VmRSS MB |",
+            "|---:|---:|",
+        ]
+        for point in bench.input["state_checkpoints"]:
+            at = next((s for s in samples if s[1] >= point), None)
+            if at is not None:
+                lines.append(f"| {at[1]:,} | {at[2] / 1000:.0f} |")
+        lines += [
+            "",
+            f"Peak VmRSS {state.peak_rss_mb('ws'):.0f} MB (VmHWM at stop {state.hwm_mb['ws']:.0f} MB); "
+            f"RocksDB directories {state.state_mb['ws']:.0f} MB on disk.",
+            "",
+        ]
+    if bench.profile:
+        prof = bench.profile
+        lines += [
+            "## Profile",
+            "",
+            f"One worker under cProfile (`python -m cProfile -o FILE -m cdc worker --config ...`, stopped "
+            f"with SIGINT) for {prof['seconds']:.0f} s of the input above: {prof['events']:,} raw events, "
+            f"{prof['rate']:,.0f} events/s under the profiler. cProfile sees the event-loop thread only "
+            "(RocksDB's own threads are not in it); C code (fastavro, rocksdict, json) counts as its own "
+            "entries or as its Python caller's time. Top functions by own time:",
+            "",
+            "```",
+            prof["tottime"],
+            "```",
+            "",
+            "By cumulative time:",
+            "",
+            "```",
+            prof["cumulative"],
+            "```",
+            "",
+        ]
+    problems = [p for r in runs.values() for p in r.problems]
+    if problems:
+        lines += ["Worker log warnings and errors:", "", "```", *problems[:15], "```", ""]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=100_000, help="writes to Cassandra (default 100000)")
+    parser.add_argument("--update-share", type=float, default=0.3, help="share of UPDATEs (default 0.3)")
+    parser.add_argument("--copies", type=int, default=3, help="copies of every raw event (default 3)")
+    parser.add_argument(
+        "--phases",
+        nargs="+",
+        default=["one", "two", "state"],
+        choices=["one", "two", "profile", "state"],
+        help="runs after the input is ready (default: one two state)",
+    )
+    parser.add_argument("--profile", action="store_true", help="add the profiled run")
+    parser.add_argument("--profile-seconds", type=float, default=60, help="longest profiled run (default 60)")
+    parser.add_argument("--profile-top", type=int, default=15, help="functions listed per order (default 15)")
+    parser.add_argument(
+        "--state-rows", type=int, default=3_000_000, help="rows of the state run (default 3000000; 0 skips it)"
+    )
+    parser.add_argument("--rows-per-partition", type=int, default=100, help="state run (default 100)")
+    parser.add_argument("--out", type=Path, help="write the Markdown report here")
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    args = parse_args(sys.argv[1:])
+    command = " ".join(["bench/worker_pipeline.py", *sys.argv[1:]])
+    with tempfile.TemporaryDirectory(prefix="cdc-bench-worker-") as tmp:
+        bench = Bench(args, Path(tmp))
+        try:
+            bench.go()
+        finally:
+            bench.down()
+        text = report(bench, command)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+        say(f"report written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
