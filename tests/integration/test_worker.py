@@ -15,6 +15,7 @@ import random
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,8 @@ from cassandra.query import SimpleStatement
 from agents.commitlog.schema_loader import load_schema_from_session
 from agents.commitlog.table_schema import TableSchema
 from infra.cassandra import CassandraNode
-from schemas.change_codec import json_value_row
+from schemas.change_codec import AvroChangeCodec, ChangeCodec, json_value_row
+from schemas.registry_client import HttpSchemaRegistryClient
 from tests.integration.agent_harness import (
     Metrics,
     RawTopic,
@@ -46,6 +48,7 @@ from tests.integration.worker_harness import (
     group_lag,
     worker_config,
 )
+from tests.schema_registry_stub import running_registry
 
 RAW_PARTITIONS = 6
 TTL_S = 25
@@ -182,11 +185,13 @@ def select_images(session: Any, schema: TableSchema) -> dict[str, dict[str, Any]
     return images
 
 
-def check_clean_topics(kafka_bootstrap: str, session: Any, workload: Workload, prefix: str) -> dict[str, int]:
+def check_clean_topics(
+    kafka_bootstrap: str, session: Any, workload: Workload, prefix: str, codec: ChangeCodec | None = None
+) -> dict[str, int]:
     """Every key's history is a clean chain and ends at Cassandra's row; returns change events per table."""
     counts = {}
     for table, schema in workload.schemas.items():
-        with CleanTopic(kafka_bootstrap, f"{prefix}.{workload.keyspace}.{table}") as topic:
+        with CleanTopic(kafka_bootstrap, f"{prefix}.{workload.keyspace}.{table}", codec) as topic:
             topic.drain(quiet_s=1.5)
             events = topic.events()
         problems = [p for history in by_key(events).values() for p in chain_problems(history)]
@@ -325,6 +330,49 @@ def test_kill_9_and_a_new_worker_on_an_empty_folder_lose_and_repeat_nothing(
     finally:
         first.ensure_stopped()
         second.ensure_stopped()
+
+
+def test_avro_clean_topics_in_the_confluent_wire_format_decode_to_cassandras_rows(
+    kafka_bootstrap: str, session: Any, workload: Workload, tmp_path: Path
+) -> None:
+    """encoding: avro registers each table's key and value schemas and frames every record with its id."""
+    raw_topic = unique_name("cdc_rawa")
+    copy_shuffled(kafka_bootstrap, workload.raw_records, raw_topic, RAW_PARTITIONS, copies=2, seed=3)
+    app_id, prefix = unique_name("wa"), unique_name("cleana")
+    with running_registry() as (url, registry):
+        worker = WorkerProcess(
+            tmp_path,
+            worker_config(
+                bootstrap=kafka_bootstrap,
+                raw_topic=raw_topic,
+                schema_topic=workload.schema_topic,
+                raw_partitions=RAW_PARTITIONS,
+                data_directory=tmp_path / "avro-data",
+                app_id=app_id,
+                worker_id="avro",
+                topic_prefix=prefix,
+                worker={"encoding": "avro", "schema_registry_url": url},
+            ),
+            "avro-worker",
+        )
+        try:
+            worker.start()
+            worker.wait_healthy(90)
+            wait_until(
+                lambda: group_lag(kafka_bootstrap, app_id, raw_topic) == 0, 120, lambda: worker.log_tail()
+            )
+            time.sleep(max(0.0, workload.expires_by - time.time()) + 3)
+            codec = AvroChangeCodec(HttpSchemaRegistryClient(url), prefix)
+            counts = check_clean_topics(kafka_bootstrap, session, workload, prefix, codec)
+        finally:
+            worker.ensure_stopped()
+    subjects = {
+        urllib.parse.unquote(path.split("/")[2])
+        for method, path, _, _ in registry.requests
+        if method == "POST"
+    }
+    expected = {f"{prefix}.{workload.keyspace}.{t}-{part}" for t in counts for part in ("key", "value")}
+    assert subjects == expected, f"registered subjects {sorted(subjects)}"
 
 
 def test_worker_config_errors_name_the_key(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from schemas.change_codec import JsonChangeCodec
+from schemas.change_codec import ChangeCodec, JsonChangeCodec
 from tests.integration.agent_harness import AgentProcess, TopicReader, free_port
 
 
@@ -102,11 +102,11 @@ class CleanEvent:
 
 
 class CleanTopic(TopicReader):
-    """A clean topic read with read_committed isolation, keys and values decoded from JSON."""
+    """A clean topic read with read_committed isolation, keys and values decoded (JSON by default)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, codec: ChangeCodec | None = None) -> None:
         super().__init__(bootstrap, topic, read_committed=True)
-        self._codec = JsonChangeCodec()
+        self._codec = codec or JsonChangeCodec()
 
     def events(self) -> list[CleanEvent]:
         return [
