@@ -38,6 +38,9 @@ from schemas.raw_event import encode_raw_event, encode_raw_key, raw_event_record
 
 log = logging.getLogger(__name__)
 
+#: published events between two yields to the event loop while a backlog is read
+YIELD_EVERY = 200
+
 
 @dataclass(slots=True)
 class SegmentProgress:
@@ -234,6 +237,8 @@ class NodeAgent:
                 end = update.position or 0
                 progress.acks.sent(end)
                 progress.sent += 1
+                if progress.sent % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)  # decoding a backlog must not starve /health and /metrics
                 await self.publisher.send(
                     topic,
                     encode_raw_key(update.keyspace, update.table, update.partition_key),
