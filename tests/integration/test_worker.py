@@ -209,33 +209,59 @@ def check_clean_topics(
     return counts
 
 
+@dataclass(slots=True, frozen=True)
+class Pipeline:
+    """One worker deployment under test: its raw topic, consumer group and clean topic prefix."""
+
+    bootstrap: str
+    workload: Workload
+    raw_topic: str
+    app_id: str
+    prefix: str
+    workdir: Path
+
+    def worker(self, worker_id: str, **extra: Any) -> WorkerProcess:
+        """A worker of this deployment (not started) with a data folder of its own."""
+        return WorkerProcess(
+            self.workdir,
+            worker_config(
+                bootstrap=self.bootstrap,
+                raw_topic=self.raw_topic,
+                schema_topic=self.workload.schema_topic,
+                raw_partitions=RAW_PARTITIONS,
+                data_directory=self.workdir / f"{worker_id}-data",
+                app_id=self.app_id,
+                worker_id=worker_id,
+                topic_prefix=self.prefix,
+                worker=extra,
+            ),
+            worker_id,
+        )
+
+    def lag(self) -> int:
+        return group_lag(self.bootstrap, self.app_id, self.raw_topic)
+
+
+def pipeline(kafka_bootstrap: str, workload: Workload, tmp_path: Path, *, copies: int, seed: int) -> Pipeline:
+    """Every raw event of the workload `copies` times, shuffled per partition, on a topic of its own."""
+    raw_topic = unique_name("cdc_raw")
+    copy_shuffled(kafka_bootstrap, workload.raw_records, raw_topic, RAW_PARTITIONS, copies=copies, seed=seed)
+    return Pipeline(kafka_bootstrap, workload, raw_topic, unique_name("w"), unique_name("clean"), tmp_path)
+
+
 def test_three_shuffled_copies_give_one_event_per_change_and_cassandras_rows(
     kafka_bootstrap: str, session: Any, workload: Workload, tmp_path: Path
 ) -> None:
-    raw_topic = unique_name("cdc_raw3")
-    sent = copy_shuffled(kafka_bootstrap, workload.raw_records, raw_topic, RAW_PARTITIONS, copies=3)
-    app_id, prefix = unique_name("w3"), unique_name("clean")
-    worker = WorkerProcess(
-        tmp_path,
-        worker_config(
-            bootstrap=kafka_bootstrap,
-            raw_topic=raw_topic,
-            schema_topic=workload.schema_topic,
-            raw_partitions=RAW_PARTITIONS,
-            data_directory=tmp_path / "w1-data",
-            app_id=app_id,
-            worker_id="w1",
-            topic_prefix=prefix,
-        ),
-        "worker",
-    )
+    run = pipeline(kafka_bootstrap, workload, tmp_path, copies=3, seed=7)
+    sent = len(workload.raw_records) * 3
+    worker = run.worker("w1")
     try:
         worker.start()
         worker.wait_healthy(90)
-        wait_until(lambda: group_lag(kafka_bootstrap, app_id, raw_topic) == 0, 120, lambda: worker.log_tail())
+        wait_until(lambda: run.lag() == 0, 120, lambda: worker.log_tail())
         # TTLs written during the workload expire now: the timer must tell consumers
         time.sleep(max(0.0, workload.expires_by - time.time()) + 3)
-        counts = check_clean_topics(kafka_bootstrap, session, workload, prefix)
+        counts = check_clean_topics(kafka_bootstrap, session, workload, run.prefix)
 
         status, stats = worker.get_json("/stats")
         assert status == 200
@@ -281,44 +307,23 @@ def test_three_shuffled_copies_give_one_event_per_change_and_cassandras_rows(
 def test_kill_9_and_a_new_worker_on_an_empty_folder_lose_and_repeat_nothing(
     kafka_bootstrap: str, session: Any, workload: Workload, tmp_path: Path
 ) -> None:
-    raw_topic = unique_name("cdc_rawk")
-    copy_shuffled(kafka_bootstrap, workload.raw_records, raw_topic, RAW_PARTITIONS, copies=3, seed=5)
-    app_id, prefix = unique_name("wk"), unique_name("cleank")
+    run = pipeline(kafka_bootstrap, workload, tmp_path, copies=3, seed=5)
 
-    def make(worker_id: str, **extra: Any) -> WorkerProcess:
-        return WorkerProcess(
-            tmp_path,
-            worker_config(
-                bootstrap=kafka_bootstrap,
-                raw_topic=raw_topic,
-                schema_topic=workload.schema_topic,
-                raw_partitions=RAW_PARTITIONS,
-                data_directory=tmp_path / f"{worker_id}-data",
-                app_id=app_id,
-                worker_id=worker_id,
-                topic_prefix=prefix,
-                worker=extra,
-            ),
-            worker_id,
-        )
-
-    first = make("first", batch_max_events=20)
-    second = make("second", web_token="s3cret")
+    first = run.worker("first", batch_max_events=20)
+    second = run.worker("second", web_token="s3cret")
     try:
         first.start()
         total = len(workload.raw_records) * 3
-        wait_until(
-            lambda: group_lag(kafka_bootstrap, app_id, raw_topic) < total * 0.6, 120, lambda: first.log_tail()
-        )
+        wait_until(lambda: run.lag() < total * 0.6, 120, lambda: first.log_tail())
         first.kill()
-        lag_at_kill = group_lag(kafka_bootstrap, app_id, raw_topic)
+        lag_at_kill = run.lag()
         assert lag_at_kill > 0, "the first worker finished before it was killed; nothing was tested"
 
         second.start()
         second.wait_healthy(90)
-        wait_until(lambda: group_lag(kafka_bootstrap, app_id, raw_topic) == 0, 180, lambda: second.log_tail())
+        wait_until(lambda: run.lag() == 0, 180, lambda: second.log_tail())
         time.sleep(max(0.0, workload.expires_by - time.time()) + 3)
-        check_clean_topics(kafka_bootstrap, session, workload, prefix)
+        check_clean_topics(kafka_bootstrap, session, workload, run.prefix)
         status, body = second.get_json("/stats")
         assert status == 401, f"/stats without the bearer token answered {status}"
         status, body = second.get_json("/stats", token="s3cret")
@@ -336,34 +341,16 @@ def test_avro_clean_topics_in_the_confluent_wire_format_decode_to_cassandras_row
     kafka_bootstrap: str, session: Any, workload: Workload, tmp_path: Path
 ) -> None:
     """encoding: avro registers each table's key and value schemas and frames every record with its id."""
-    raw_topic = unique_name("cdc_rawa")
-    copy_shuffled(kafka_bootstrap, workload.raw_records, raw_topic, RAW_PARTITIONS, copies=2, seed=3)
-    app_id, prefix = unique_name("wa"), unique_name("cleana")
+    run = pipeline(kafka_bootstrap, workload, tmp_path, copies=2, seed=3)
     with running_registry() as (url, registry):
-        worker = WorkerProcess(
-            tmp_path,
-            worker_config(
-                bootstrap=kafka_bootstrap,
-                raw_topic=raw_topic,
-                schema_topic=workload.schema_topic,
-                raw_partitions=RAW_PARTITIONS,
-                data_directory=tmp_path / "avro-data",
-                app_id=app_id,
-                worker_id="avro",
-                topic_prefix=prefix,
-                worker={"encoding": "avro", "schema_registry_url": url},
-            ),
-            "avro-worker",
-        )
+        worker = run.worker("avro", encoding="avro", schema_registry_url=url)
         try:
             worker.start()
             worker.wait_healthy(90)
-            wait_until(
-                lambda: group_lag(kafka_bootstrap, app_id, raw_topic) == 0, 120, lambda: worker.log_tail()
-            )
+            wait_until(lambda: run.lag() == 0, 120, lambda: worker.log_tail())
             time.sleep(max(0.0, workload.expires_by - time.time()) + 3)
-            codec = AvroChangeCodec(HttpSchemaRegistryClient(url), prefix)
-            counts = check_clean_topics(kafka_bootstrap, session, workload, prefix, codec)
+            codec = AvroChangeCodec(HttpSchemaRegistryClient(url), run.prefix)
+            counts = check_clean_topics(kafka_bootstrap, session, workload, run.prefix, codec)
         finally:
             worker.ensure_stopped()
     subjects = {
@@ -371,7 +358,7 @@ def test_avro_clean_topics_in_the_confluent_wire_format_decode_to_cassandras_row
         for method, path, _, _ in registry.requests
         if method == "POST"
     }
-    expected = {f"{prefix}.{workload.keyspace}.{t}-{part}" for t in counts for part in ("key", "value")}
+    expected = {f"{run.prefix}.{workload.keyspace}.{t}-{part}" for t in counts for part in ("key", "value")}
     assert subjects == expected, f"registered subjects {sorted(subjects)}"
 
 
