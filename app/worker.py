@@ -14,6 +14,7 @@ import socket
 from typing import Any
 
 import faust
+from aiokafka.errors import KafkaError
 from faust.types import TP, AppT
 from rocksdict import Cache
 
@@ -195,6 +196,15 @@ class Worker:
     async def prepare(self) -> None:
         """Before Faust starts: topics exist, schemas are read, the transactional producer fences its
         predecessor (which aborts the transaction a killed worker left open)."""
+        try:
+            await self._prepare()
+        except (KafkaError, OSError) as exc:
+            raise WorkerError(
+                f"cannot prepare the worker on Kafka at {self.config.kafka.bootstrap_servers} "
+                f"(config key kafka.bootstrap_servers): {exc!r}"
+            ) from exc
+
+    async def _prepare(self) -> None:
         kafka = self.config.kafka
         try:
             (self.settings.data_directory / "faust").mkdir(parents=True, exist_ok=True)

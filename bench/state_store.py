@@ -10,7 +10,7 @@ shape (what the worker gets from the Avro decoder) outside the timed sections. R
   update+digest   the same, with the replica-copy check first (seen_digest, remember_digest)
 
     .venv/bin/python bench/state_store.py [--rows 1000000] [--updates 200000] [--batch 500]
-        [--dir DIR] [--out bench/state_store.md] [--profile]
+        [--cache-mb 32] [--dir DIR] [--out bench/state_store.md] [--profile]
 
 The DB lives in a temporary directory (or ``--dir``, which must not exist) and is deleted afterwards.
 """
@@ -185,6 +185,19 @@ def rss_mb() -> tuple[float, float]:
     return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
 
 
+def settle(store: PartitionStore, limit_s: float = 300.0) -> float:
+    """Flush, then wait until RocksDB has no compaction running or pending; the seconds waited."""
+    started = time.monotonic()
+    store.flush()
+    while time.monotonic() - started < limit_s:
+        running = store.db.property_int_value("rocksdb.num-running-compactions") or 0
+        pending = store.db.property_int_value("rocksdb.compaction-pending") or 0
+        if not running and not pending:
+            break
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
 def dir_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
 
@@ -203,18 +216,19 @@ def profile_update(bench: Bench, rows: int, count: int) -> str:
 
 
 def report(args: argparse.Namespace, runs: list[Run], footprint: list[tuple[str, float, float, float]],
-           stats: dict[str, int], profile: str | None, command: str) -> str:  # fmt: skip
+           stats: dict[str, int], profile: str | None, command: str, settled: float) -> str:  # fmt: skip
     out = [
         "# State store throughput and footprint (one core)",
         "",
         f"Command: `{command}`",
         f"Table `bench.narrow` (pk bigint, ck int, v1 int, v2 text, v3 bigint), {ROWS_PER_PARTITION} rows per "
-        f"partition; one PartitionStore with default StoreOptions (8 MiB x 2 memtables, 32 MiB block cache, "
-        f"bloom 10 bits); batches of {args.batch} events, one transaction and one commit each. Measured "
+        f"partition; one PartitionStore with default StoreOptions (8 MiB x 2 memtables, bloom 10 bits) and a "
+        f"{args.cache_mb} MiB block cache; batches of {args.batch} events, one transaction and one commit each. Measured "
         f"{date.today().isoformat()} on {os.cpu_count()} cores, Python {platform.python_version()}.",
         "",
         "Per event: prepare_event + load + apply_prepared_with_changes + save (+ seen/remember_digest where named); "
-        "per batch: changelog() + commit. Building the event dicts is not timed.",
+        "per batch: changelog() + commit. Building the event dicts is not timed. Between the insert and the "
+        f"update runs the DB was flushed and its compactions waited for ({settled:.0f} s).",
         "",
         "| run | events | changes | seconds | events/s | commit share |",
         "|---|---:|---:|---:|---:|---:|",
@@ -248,6 +262,9 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows inserted (default 1,000,000)")
     parser.add_argument("--updates", type=int, default=200_000, help="events of each update run")
     parser.add_argument("--batch", type=int, default=500, help="events per transaction (default 500)")
+    parser.add_argument(
+        "--cache-mb", type=int, default=32, help="block cache MiB (default 32, as StoreOptions)"
+    )
     parser.add_argument("--dir", type=Path, help="DB directory (must not exist; deleted afterwards)")
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     parser.add_argument("--profile", action="store_true", help="add a cProfile of 50,000 update events")
@@ -260,12 +277,13 @@ def main() -> int:
     command = "python " + " ".join(["bench/state_store.py", *sys.argv[1:]])
     footprint: list[tuple[str, float, float, float]] = []
     try:
-        with PartitionStore(path, 0, StoreOptions()) as store:
+        options = StoreOptions(block_cache_bytes=args.cache_mb * 2**20)
+        with PartitionStore(path, 0, options) as store:
             bench = Bench(store, schema, args.batch)
             every = max(args.batch, args.rows // 10 // args.batch * args.batch)
             runs = [bench.run(Run("insert"), args.rows, insert_event, False, every)]
             print(f"insert: {runs[0].rate:,.0f} events/s", flush=True)
-            store.flush()
+            settled = settle(store)
             footprint.append((f"insert of {args.rows:,} rows", *rss_mb(), dir_mb(path)))
             rng = random.Random(1)
             for name, digests in (("update", False), ("update+digest", True)):
@@ -278,13 +296,13 @@ def main() -> int:
                 )
                 runs.append(run)
                 print(f"{name}: {run.rate:,.0f} events/s", flush=True)
-            store.flush()
+            settle(store)
             footprint.append(("updates", *rss_mb(), dir_mb(path)))
             profile = profile_update(bench, args.rows, 50_000) if args.profile else None
             stats = store.stats()
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    text = report(args, runs, footprint, stats, profile, command)
+    text = report(args, runs, footprint, stats, profile, command, settled)
     print(text)
     if args.out:
         args.out.write_text(text)

@@ -35,7 +35,6 @@ import os
 import pstats
 import random
 import signal
-import statistics
 import struct
 import subprocess
 import sys
@@ -111,7 +110,7 @@ async def _read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, bytes,
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
         out: list[tuple[int, int, bytes, bytes]] = []
-        while any(await consumer.position(tp) < ends[tp] for tp in tps):
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
             for tp, messages in (await consumer.getmany(timeout_ms=500)).items():
                 out.extend((tp.partition, m.offset, m.key, m.value) for m in messages)
         return out

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agents.commitlog.errors import CommitLogError
 from agents.errors import AgentError
+from app.errors import WorkerError
 from cdc.logs import configure_logging
 from infra.errors import InfraError
 
@@ -172,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(verbose=args.verbose)
     try:
         return args.func(args)
-    except (InfraError, CommitLogError, AgentError, ValueError) as exc:
+    except (InfraError, CommitLogError, AgentError, WorkerError, ValueError) as exc:
         print(f"cdc: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -363,13 +363,25 @@ def test_avro_clean_topics_in_the_confluent_wire_format_decode_to_cassandras_row
 
 
 def test_worker_config_errors_name_the_key(tmp_path: Path) -> None:
-    path = tmp_path / "bad.yaml"
-    path.write_text(f"worker:\n  data_directory: {tmp_path}\n  encoding: avro\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "cdc", "worker", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode != 0
-    assert "worker.schema_registry_url" in done.stderr + done.stdout, done.stderr
+    """Bad config and an unreachable broker end the worker at once, with the key to fix in the message."""
+    cases = {
+        f"worker:\n  data_directory: {tmp_path}\n  encoding: avro\n": "worker.schema_registry_url",
+        f"worker:\n  data_directory: {tmp_path}\n  app_id: 'a b'\n": "worker.app_id",
+        "worker:\n  web_port: 80\n": "worker.data_directory",
+        (
+            "kafka:\n  bootstrap_servers: 127.0.0.1:9\n  request_timeout_ms: 3000\n"
+            f"worker:\n  data_directory: {tmp_path}\n"
+        ): "kafka.bootstrap_servers",
+    }
+    for text, key in cases.items():
+        path = tmp_path / "bad.yaml"
+        path.write_text(text)
+        done = subprocess.run(
+            [sys.executable, "-m", "cdc", "worker", "--config", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, f"{key}: exit {done.returncode}\n{done.stderr[-2000:]}"
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("cdc: error:") and key in last, f"{key} not named: {last}"
