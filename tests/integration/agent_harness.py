@@ -11,17 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import random
 import signal
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -29,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
@@ -38,6 +33,7 @@ from cassandra.concurrent import execute_concurrent_with_args
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.commitlog.schema_loader import load_schema_from_cql
+from cdc.service_process import ServiceProcess
 from infra.cql import connect
 from schemas.raw_event import decode_raw_event, decode_raw_key
 from schemas.schema_event import SchemaEvent
@@ -117,22 +113,14 @@ def agent_config(
     }
 
 
-class AgentProcess:
+class AgentProcess(ServiceProcess):
     """One `cdc agent --config FILE` child process, its endpoints and its log."""
 
     command = "agent"
 
     def __init__(self, workdir: Path, config: dict[str, Any], name: str = "agent") -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.name = name
-        self.config = config
-        self.config_path = workdir / f"{name}.yaml"
-        self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-        self.log_path = workdir / f"{name}.log"
-        self.port: int = self.http_port(config)
+        super().__init__(self.command, name, config, workdir, self.http_port(config))
         self.state_directory = self.state_path(config)
-        self.process: subprocess.Popen[bytes] | None = None
-        self.starts = 0
 
     @staticmethod
     def http_port(config: dict[str, Any]) -> int:
@@ -155,33 +143,8 @@ class AgentProcess:
         return self.config["kafka"]["schema_topic"]
 
     def start(self, env: dict[str, str] | None = None) -> None:
-        """Start the process; `env` adds variables (such as CDC__* overrides) to a CDC__-free environment."""
         assert not self.running, f"{self.name} is already running"
-        self.starts += 1
-        with self.log_path.open("ab") as out:
-            out.write(f"\n==== start {self.starts} at {time.strftime('%H:%M:%S')}\n".encode())
-            out.flush()
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "cdc",
-                    self.command,
-                    "--config",
-                    str(self.config_path),
-                    "--log-format",
-                    "text",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**environment_without_cdc_overrides(), **(env or {})},
-                start_new_session=True,
-            )
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        super().start(env)
 
     def stop(self, timeout_s: float = 40.0) -> int:
         """SIGTERM and wait for a clean exit; returns the exit code (kills and fails after `timeout_s`)."""
@@ -197,45 +160,18 @@ class AgentProcess:
                 ) from None
         return self.process.returncode
 
-    def kill(self) -> None:
-        """kill -9: no drain, no final offset save."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-    def ensure_stopped(self) -> None:
-        """For teardown: stop however it goes, never raise."""
-        with contextlib.suppress(Exception):
-            self.stop(timeout_s=20)
-        self.kill()
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "<no log>"
-
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def _get(self, path: str) -> tuple[int, bytes] | None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=3) as response:
-                return response.status, response.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
-        except (OSError, urllib.error.URLError):
-            return None
-
     def health(self) -> dict[str, Any] | None:
         """The /health body with its HTTP status under "http_status"; None while nothing answers."""
-        got = self._get("/health")
+        got = self.get("/health", 3.0)
         if got is None:
             return None
         return {**json.loads(got[1]), "http_status": got[0]}
 
     def metrics(self) -> Metrics:
-        got = self._get("/metrics")
+        got = self.get("/metrics", 3.0)
         assert got is not None and got[0] == 200, f"{self.name}: /metrics does not answer ({got})"
         return Metrics.parse(got[1].decode())
 
@@ -812,11 +748,6 @@ class LoadThread(threading.Thread):
 
 def expected_counter(writes: Iterable[Write]) -> Counter[Signature]:
     return Counter(sig for w in writes for sig in w.expected)
-
-
-def environment_without_cdc_overrides() -> dict[str, str]:
-    """The test's environment minus CDC__* variables, so only the test's config file counts."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("CDC__")}
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from agents.commitlog.cdc_index import read_cdc_index
 from agents.commitlog.log_reader import decode_segment
 from agents.commitlog.schema_loader import load_schema_from_cql, load_schema_from_session
 from agents.commitlog.table_schema import SchemaCatalog
+from cdc.service_process import environment_without_cdc_overrides
 from infra.cassandra import CassandraNode
 from schemas.schema_event import SchemaEvent
 from tests.integration.agent_harness import (
@@ -31,7 +32,6 @@ from tests.integration.agent_harness import (
     bigint_bytes,
     cell,
     create_keyspace,
-    environment_without_cdc_overrides,
     event_signature,
     execute_writes,
     expected_counter,

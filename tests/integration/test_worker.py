@@ -27,8 +27,9 @@ from cassandra.query import SimpleStatement
 
 from agents.commitlog.schema_loader import load_schema_from_session
 from agents.commitlog.table_schema import TableSchema
+from cdc.verify.oracle import by_key, chain_problems, compare, final_images, read_clean_topic, select_rows
 from infra.cassandra import CassandraNode
-from schemas.change_codec import AvroChangeCodec, ChangeCodec, json_value_row
+from schemas.change_codec import AvroChangeCodec, ChangeCodec, JsonChangeCodec
 from schemas.registry_client import HttpSchemaRegistryClient
 from tests.integration.agent_harness import (
     Metrics,
@@ -39,12 +40,8 @@ from tests.integration.agent_harness import (
     wait_until,
 )
 from tests.integration.worker_harness import (
-    CleanTopic,
     WorkerProcess,
-    by_key,
-    chain_problems,
     copy_shuffled,
-    final_images,
     group_lag,
     worker_config,
 )
@@ -172,39 +169,19 @@ def workload(
     return Workload(keyspace, records, schema_topic, schemas, expires_by, count)
 
 
-def select_images(session: Any, schema: TableSchema) -> dict[str, dict[str, Any]]:
-    """Cassandra's rows, keyed and valued in the clean topics' JSON form."""
-    statement = SimpleStatement(
-        f"SELECT * FROM {schema.keyspace}.{schema.table}", consistency_level=ConsistencyLevel.ALL
-    )
-    images = {}
-    for row in session.execute(statement):
-        values = json_value_row(schema, row._asdict())
-        key = {c.name: values[c.name] for c in (*schema.partition_key, *schema.clustering)}
-        images[json.dumps(key, sort_keys=True)] = values
-    return images
-
-
 def check_clean_topics(
     kafka_bootstrap: str, session: Any, workload: Workload, prefix: str, codec: ChangeCodec | None = None
 ) -> dict[str, int]:
     """Every key's history is a clean chain and ends at Cassandra's row; returns change events per table."""
     counts = {}
     for table, schema in workload.schemas.items():
-        with CleanTopic(kafka_bootstrap, f"{prefix}.{workload.keyspace}.{table}", codec) as topic:
-            topic.drain(quiet_s=1.5)
-            events = topic.events()
+        events = read_clean_topic(
+            kafka_bootstrap, f"{prefix}.{workload.keyspace}.{table}", codec or JsonChangeCodec()
+        )
         problems = [p for history in by_key(events).values() for p in chain_problems(history)]
         assert not problems, f"{table}: {len(problems)} broken histories, first: {problems[:5]}"
-        expected = select_images(session, schema)
-        got = final_images(events)
-        missing = sorted(set(expected) - set(got))
-        phantom = sorted(set(got) - set(expected))
-        wrong = sorted(k for k in set(expected) & set(got) if expected[k] != got[k])
-        assert not (missing or phantom or wrong), (
-            f"{table}: {len(missing)} rows lost {missing[:3]}, {len(phantom)} phantom {phantom[:3]}, "
-            f"{len(wrong)} wrong {[(k, expected[k], got[k]) for k in wrong[:2]]}"
-        )
+        difference = compare(select_rows(session, schema), final_images(events))
+        assert difference.clean, f"{table}: {difference.summary(3)}"
         counts[table] = sum(1 for e in events if e.value is not None)
     return counts
 
@@ -263,7 +240,7 @@ def test_three_shuffled_copies_give_one_event_per_change_and_cassandras_rows(
         time.sleep(max(0.0, workload.expires_by - time.time()) + 3)
         counts = check_clean_topics(kafka_bootstrap, session, workload, run.prefix)
 
-        status, stats = worker.get_json("/stats")
+        status, stats = worker.rest("/stats")
         assert status == 200
         total = stats["total"]
         assert total["in"] == sent, f"/stats counted {total['in']} raw events, {sent} were sent"
@@ -276,7 +253,7 @@ def test_three_shuffled_copies_give_one_event_per_change_and_cassandras_rows(
         assert metrics.value("cdc_worker_expiry_changes_total") > 0, "no TTL expiry was emitted"
 
         # REST: rows with and without clustering equal Cassandra's, write times equal WRITETIME()
-        users = select_images(session, workload.schemas["users"])
+        users = select_rows(session, workload.schemas["users"])
         for key in [{"id": i} for i in range(0, USERS, 7)]:
             expected = users.get(json.dumps(key, sort_keys=True))
             status, body = worker.row(workload.keyspace, "users", key)
@@ -288,7 +265,7 @@ def test_three_shuffled_copies_give_one_event_per_change_and_cassandras_rows(
                     f"SELECT WRITETIME(name) AS w FROM {workload.keyspace}.users WHERE id = %s", (key["id"],)
                 ).one()
                 assert body["rows"][0]["cells"]["name"]["writetime"] == written.w, body
-        events = select_images(session, workload.schemas["events"])
+        events = select_rows(session, workload.schemas["events"])
         for key in [{"pk": pk, "ck": ck} for pk in range(EVENT_PARTITIONS) for ck in (0, 9)]:
             expected = events.get(json.dumps(key, sort_keys=True))
             status, body = worker.row(workload.keyspace, "events", key)
@@ -324,12 +301,12 @@ def test_kill_9_and_a_new_worker_on_an_empty_folder_lose_and_repeat_nothing(
         wait_until(lambda: run.lag() == 0, 180, lambda: second.log_tail())
         time.sleep(max(0.0, workload.expires_by - time.time()) + 3)
         check_clean_topics(kafka_bootstrap, session, workload, run.prefix)
-        status, body = second.get_json("/stats")
+        status, body = second.rest("/stats")
         assert status == 401, f"/stats without the bearer token answered {status}"
-        status, body = second.get_json("/stats", token="s3cret")
+        status, body = second.rest("/stats", token="s3cret")
         assert status == 200 and body["total"]["in"] > 0, body
-        assert second.get_json("/health")[0] == 200, "/health must stay open without a token"
-        status, metrics = second.get_text("/metrics", token="s3cret")
+        assert second.rest("/health")[0] == 200, "/health must stay open without a token"
+        status, metrics = second.rest_text("/metrics", token="s3cret")
         restored = Metrics.parse(metrics).value("cdc_worker_restored_changelog_records_total")
         assert restored > 0, "the new worker did not restore the state from the changelog"
     finally:

@@ -14,15 +14,13 @@ import urllib.parse
 import urllib.request
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from schemas.change_codec import ChangeCodec, JsonChangeCodec
-from tests.integration.agent_harness import AgentProcess, TopicReader, free_port
+from tests.integration.agent_harness import AgentProcess, free_port
 
 
 def worker_config(
@@ -70,7 +68,7 @@ class WorkerProcess(AgentProcess):
     def state_path(config: dict[str, Any]) -> Path:
         return Path(config["worker"]["data_directory"])
 
-    def get_text(self, path: str, token: str | None = None, **query: str) -> tuple[int, str]:
+    def rest_text(self, path: str, token: str | None = None, **query: str) -> tuple[int, str]:
         url = f"http://127.0.0.1:{self.port}{path}"
         if query:
             url += "?" + urllib.parse.urlencode(query)
@@ -81,89 +79,12 @@ class WorkerProcess(AgentProcess):
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
 
-    def get_json(self, path: str, token: str | None = None, **query: str) -> tuple[int, Any]:
-        status, text = self.get_text(path, token, **query)
+    def rest(self, path: str, token: str | None = None, **query: str) -> tuple[int, Any]:
+        status, text = self.rest_text(path, token, **query)
         return status, json.loads(text or "null")
 
     def row(self, keyspace: str, table: str, key: dict[str, Any]) -> tuple[int, Any]:
-        return self.get_json(f"/rows/{keyspace}/{table}", key=json.dumps(key))
-
-
-@dataclass(slots=True, frozen=True)
-class CleanEvent:
-    partition: int
-    offset: int
-    key: dict[str, Any]
-    value: dict[str, Any] | None
-
-    @property
-    def key_text(self) -> str:
-        return json.dumps(self.key, sort_keys=True)
-
-
-class CleanTopic(TopicReader):
-    """A clean topic read with read_committed isolation, keys and values decoded (JSON by default)."""
-
-    def __init__(self, bootstrap: str, topic: str, codec: ChangeCodec | None = None) -> None:
-        super().__init__(bootstrap, topic, read_committed=True)
-        self._codec = codec or JsonChangeCodec()
-
-    def events(self) -> list[CleanEvent]:
-        return [
-            CleanEvent(p, o, self._codec.decode_key(k), None if v is None else self._codec.decode_value(v))
-            for p, o, k, v in self.raw
-        ]
-
-
-def by_key(events: Sequence[CleanEvent]) -> dict[str, list[CleanEvent]]:
-    """Events per key, in offset order (a key always lands in one partition)."""
-    out: dict[str, list[CleanEvent]] = defaultdict(list)
-    for event in sorted(events, key=lambda e: (e.partition, e.offset)):
-        out[event.key_text].append(event)
-    return out
-
-
-def chain_problems(events: Sequence[CleanEvent]) -> list[str]:
-    """What breaks "exactly one event per real change" in one key's history.
-
-    Each change's before image must be the previous change's after image (a lost event breaks the chain
-    forward, a repeated one backward), no change may leave the image as it was, a delete is followed by a
-    tombstone, and ops agree with the images.
-    """
-    problems: list[str] = []
-    previous_after: dict[str, Any] | None = None
-    pending_tombstone = False
-    for event in events:
-        where = f"key {event.key_text} at {event.partition}@{event.offset}"
-        if event.value is None:
-            if not pending_tombstone:
-                problems.append(f"{where}: tombstone without a delete before it")
-            pending_tombstone = False
-            continue
-        if pending_tombstone:
-            problems.append(f"{where}: delete not followed by a tombstone")
-            pending_tombstone = False
-        before, after, op = event.value["before"], event.value["after"], event.value["op"]
-        if before != previous_after:
-            problems.append(f"{where}: before {before} is not the previous after {previous_after}")
-        if before == after:
-            problems.append(f"{where}: op {op} changes nothing")
-        expected_op = "c" if before is None else "d" if after is None else "u"
-        if op != expected_op:
-            problems.append(f"{where}: op {op} but images say {expected_op}")
-        previous_after = after
-        pending_tombstone = op == "d"
-    return problems
-
-
-def final_images(events: Sequence[CleanEvent]) -> dict[str, dict[str, Any]]:
-    """The last after image per key; a delete or tombstone removes the key (as log compaction would)."""
-    images: dict[str, dict[str, Any]] = {}
-    for key, history in by_key(events).items():
-        last = history[-1]
-        if last.value is not None and last.value["after"] is not None:
-            images[key] = last.value["after"]
-    return images
+        return self.rest(f"/rows/{keyspace}/{table}", key=json.dumps(key))
 
 
 async def _copy_shuffled(

@@ -1,0 +1,244 @@
+"""Cassandra as the oracle: what the clean topics and the workers' state must equal, and how each key's
+history of change events must look.
+
+Cassandra's rows come through cassandra-driver at consistency ALL and are put in the clean topics' JSON
+form (``schemas.change_codec.json_value_row``), so a row read back and a row rebuilt from the commit log
+compare as plain JSON values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import ipaddress
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from cassandra import ConsistencyLevel
+from cassandra.query import SimpleStatement
+
+from agents.commitlog.cql_types import (
+    CqlTime,
+    CqlType,
+    Duration,
+    ListType,
+    MapType,
+    NativeType,
+    SetType,
+    TupleType,
+    UserType,
+    VectorType,
+)
+from agents.commitlog.table_schema import TableSchema
+from schemas.change_codec import ChangeCodec, json_value_row
+
+
+def key_text(key: dict[str, Any]) -> str:
+    """A primary key as one comparable string (sorted JSON)."""
+    return json.dumps(key, sort_keys=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cassandra's side
+
+
+def _driver_value(t: CqlType, value: Any) -> Any:
+    """A cassandra-driver value as the commit-log decoder gives it (the form json_value_row takes)."""
+    if value is None:
+        return None
+    if isinstance(t, NativeType):
+        name = t.name
+        if name == "date":
+            return value.date() if hasattr(value, "date") else value
+        if name == "time":
+            return CqlTime(int(getattr(value, "nanosecond_time", value)))
+        if name == "duration":
+            return Duration(value.months, value.days, value.nanoseconds)
+        if name == "inet":
+            return ipaddress.ip_address(value)
+        if name == "timestamp" and isinstance(value, dt.datetime) and value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value
+    if isinstance(t, ListType | SetType | VectorType):
+        return [_driver_value(t.element, v) for v in value]
+    if isinstance(t, MapType):
+        pairs = [(_driver_value(t.key, k), _driver_value(t.value, v)) for k, v in value.items()]
+        try:
+            return dict(pairs)
+        except TypeError:  # unhashable keys: the decoder gives pairs too
+            return pairs
+    if isinstance(t, TupleType):
+        return tuple(_driver_value(e, v) for e, v in zip(t.elements, value, strict=True))
+    if isinstance(t, UserType):
+        return {
+            n: _driver_value(ft, getattr(value, n, None))
+            for n, ft in zip(t.field_names, t.field_types, strict=True)
+        }
+    return value
+
+
+def select_rows(session: Any, schema: TableSchema) -> dict[str, dict[str, Any]]:
+    """``SELECT *`` at consistency ALL, keyed by primary key, in the clean topics' JSON form."""
+    columns = {c.name: c for c in schema.all_columns()}
+    key_names = [c.name for c in (*schema.partition_key, *schema.clustering)]
+    statement = SimpleStatement(
+        f'SELECT * FROM "{schema.keyspace}"."{schema.table}"',
+        consistency_level=ConsistencyLevel.ALL,
+        fetch_size=2000,
+    )
+    rows = {}
+    for row in session.execute(statement):
+        values = {
+            name: _driver_value(columns[name].type, v) for name, v in row._asdict().items() if name in columns
+        }
+        image = json_value_row(schema, values)
+        rows[key_text({k: image[k] for k in key_names})] = image
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the clean topics' side
+
+
+@dataclass(slots=True, frozen=True)
+class CleanEvent:
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: dict[str, Any]
+    value: dict[str, Any] | None
+
+    @property
+    def key_text(self) -> str:
+        return key_text(self.key)
+
+
+async def _read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, int, bytes, bytes | None]]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed"
+    )
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            await consumer._client.force_metadata_update()
+            partitions = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        if not tps:
+            return []
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        out = []
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+            batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)
+            for tp, records in batch.items():
+                out.extend((tp.partition, r.offset, r.timestamp, r.key, r.value) for r in records)
+        return out
+    finally:
+        await consumer.stop()
+
+
+def read_clean_topic(bootstrap: str, topic: str, codec: ChangeCodec) -> list[CleanEvent]:
+    """Every committed record of a clean topic up to its current end, decoded (none if it does not exist)."""
+    records = asyncio.run(_read_topic(bootstrap, topic))
+    return [
+        CleanEvent(p, o, ts, codec.decode_key(k), None if v is None else codec.decode_value(v))
+        for p, o, ts, k, v in records
+    ]
+
+
+def by_key(events: Iterable[CleanEvent]) -> dict[str, list[CleanEvent]]:
+    """Events per key, in offset order (a key always lands in one partition)."""
+    out: dict[str, list[CleanEvent]] = defaultdict(list)
+    for event in sorted(events, key=lambda e: (e.partition, e.offset)):
+        out[event.key_text].append(event)
+    return out
+
+
+def chain_problems(history: Sequence[CleanEvent]) -> list[str]:
+    """What breaks "exactly one event per real change" in one key's history.
+
+    Each change's before image must be the previous change's after image (a lost event breaks the chain
+    forward, a repeated one backward), no change may leave the image as it was, a delete is followed by a
+    tombstone, and ops agree with the images.
+    """
+    problems: list[str] = []
+    previous_after: dict[str, Any] | None = None
+    pending_tombstone = False
+    for event in history:
+        where = f"key {event.key_text} at {event.partition}@{event.offset}"
+        if event.value is None:
+            if not pending_tombstone:
+                problems.append(f"{where}: tombstone without a delete before it")
+            pending_tombstone = False
+            continue
+        if pending_tombstone:
+            problems.append(f"{where}: delete not followed by a tombstone")
+            pending_tombstone = False
+        before, after, op = event.value["before"], event.value["after"], event.value["op"]
+        if before != previous_after:
+            problems.append(f"{where}: before {before} is not the previous after {previous_after}")
+        if before == after:
+            problems.append(f"{where}: op {op} changes nothing")
+        expected_op = "c" if before is None else "d" if after is None else "u"
+        if op != expected_op:
+            problems.append(f"{where}: op {op} but images say {expected_op}")
+        previous_after = after
+        pending_tombstone = op == "d"
+    return problems
+
+
+def final_images(events: Iterable[CleanEvent]) -> dict[str, dict[str, Any]]:
+    """The last after image per key; a delete or tombstone removes the key (as log compaction would)."""
+    images: dict[str, dict[str, Any]] = {}
+    for key, history in by_key(events).items():
+        last = history[-1]
+        if last.value is not None and last.value["after"] is not None:
+            images[key] = last.value["after"]
+    return images
+
+
+# ---------------------------------------------------------------------------------------------------------
+# comparing
+
+
+@dataclass(slots=True)
+class Difference:
+    """Rows of one table that differ between Cassandra and one side of the pipeline."""
+
+    lost: list[str] = field(default_factory=list)
+    phantom: list[str] = field(default_factory=list)
+    wrong: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not (self.lost or self.phantom or self.wrong)
+
+    def summary(self, limit: int = 5) -> dict[str, Any]:
+        return {
+            "lost": len(self.lost),
+            "phantom": len(self.phantom),
+            "wrong": len(self.wrong),
+            "examples": {
+                "lost": self.lost[:limit],
+                "phantom": self.phantom[:limit],
+                "wrong": self.wrong[:limit],
+            },
+        }
+
+
+def compare(expected: dict[str, dict[str, Any]], got: dict[str, dict[str, Any]]) -> Difference:
+    return Difference(
+        lost=sorted(set(expected) - set(got)),
+        phantom=sorted(set(got) - set(expected)),
+        wrong=[
+            {"key": k, "cassandra": expected[k], "pipeline": got[k]}
+            for k in sorted(set(expected) & set(got))
+            if expected[k] != got[k]
+        ],
+    )
