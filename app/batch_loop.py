@@ -85,6 +85,11 @@ class BatchLoop:
         self._last_digest_expiry = 0.0
         self.failed: BaseException | None = None
 
+    async def restore_assigned(self) -> None:
+        """Restore every assigned partition not restored yet (between batches)."""
+        async with self.lock:
+            await self.partitions.restore(self.partitions.unrestored(self.partitions.assigned))
+
     # -- batches of raw events
 
     async def process(self, records: Sequence[RawRecord]) -> int:

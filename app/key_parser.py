@@ -1,16 +1,23 @@
 """A primary key given as JSON (as clean events spell it) to the bytes the state is keyed by.
 
-Values follow the JSON mapping of the clean topics: numbers for integer and floating types, strings for
-text, uuid, inet, decimal and varint, epoch milliseconds or ISO-8601 for timestamps, ISO dates, `0x…`
-hex for blobs, nanoseconds for time, arrays and objects for frozen collections, tuples and UDTs.
+Values follow the JSON mapping of the clean topics (schemas/change_codec.py): numbers for integer and
+floating types, strings for text, uuid, inet, decimal and varint, epoch milliseconds for timestamps, days
+since the epoch for dates, nanoseconds for time, base64 for blobs, `{months, days, nanos}` for durations,
+arrays and objects for frozen collections, tuples and UDTs. For people typing a key, ISO-8601 timestamps
+and dates and `0x…` hex blobs are accepted too.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import decimal
 import uuid
 from typing import Any
+
+from cassandra.util import Date
+from cassandra.util import Duration as DriverDuration
 
 from agents.commitlog.cql_types import CqlType, ListType, MapType, NativeType, SetType, TupleType, UserType
 from agents.commitlog.table_schema import ColumnSchema, TableSchema
@@ -29,10 +36,16 @@ def _native(name: str, value: Any) -> Any:
             return dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC)
         return dt.datetime.fromisoformat(str(value))
     if name == "date":
+        if isinstance(value, int):
+            return Date(value)
         return dt.date.fromisoformat(str(value))
     if name == "blob":
         text = str(value)
-        return bytes.fromhex(text[2:] if text.startswith("0x") else text)
+        return bytes.fromhex(text[2:]) if text.startswith("0x") else base64.b64decode(text, validate=True)
+    if name == "duration":
+        return DriverDuration(value["months"], value["days"], value["nanos"])
+    if name in ("float", "double") and isinstance(value, str):
+        return float(value)  # NaN and the infinities are strings in JSON
     if name == "decimal":
         return decimal.Decimal(str(value))
     if name in ("varint", "bigint", "int", "smallint", "tinyint", "counter", "time"):
@@ -68,7 +81,7 @@ def _component(column: ColumnSchema, key: dict[str, Any]) -> bytes:
         raise PrimaryKeyError(f"missing key column {column.name} ({column.type.cql()})")
     try:
         return serialize(column.type, python_value(column.type, key[column.name]))
-    except (TypeError, ValueError, OverflowError, decimal.InvalidOperation) as exc:
+    except (TypeError, ValueError, KeyError, OverflowError, decimal.InvalidOperation, binascii.Error) as exc:
         raise PrimaryKeyError(f"column {column.name} ({column.type.cql()}): {exc}") from exc
 
 

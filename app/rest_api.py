@@ -74,6 +74,12 @@ def register_views(app: faust.App, worker: Worker) -> None:
             return refused
         return self.bytes(worker.stats.prometheus(), content_type="text/plain; version=0.0.4")
 
+    @app.page("/owners")
+    async def owners(self: View, request: Request) -> Response:
+        if (refused := denied(self, request)) is not None:
+            return refused
+        return self.json({"raw_topic": worker.config.kafka.raw_topic, "owners": worker.owners.table()})
+
     @app.page("/rows/{keyspace}/{table}")
     async def rows(self: View, request: Request, keyspace: str, table: str) -> Response:
         if (refused := denied(self, request)) is not None:
@@ -88,11 +94,10 @@ def register_views(app: faust.App, worker: Worker) -> None:
             partition_key, clustering = parse_primary_key(schema, json.loads(text))
         except ValueError as exc:
             return self.json({"error": f"bad key for {keyspace}.{table}: {exc}"}, status=400)
-        raw_topic = worker.config.kafka.raw_topic
         raw_key = encode_raw_key(schema.keyspace, schema.table, partition_key)
         partition = (murmur2(raw_key) & 0x7FFFFFFF) % worker.config.kafka.raw_partitions
         if partition not in worker.partitions.assigned and "routed" not in request.query:
-            owner = _owner_url(app, raw_topic, partition)
+            owner = worker.owners.owner(partition)
             if owner is None:
                 return self.json(
                     {"error": f"no worker owns raw partition {partition} right now; retry"}, status=503
@@ -104,14 +109,6 @@ def register_views(app: faust.App, worker: Worker) -> None:
                 status=503,
             )
         return self.json(_row_document(worker, schema, partition, partition_key, clustering))
-
-
-def _owner_url(app: faust.App, topic: str, partition: int) -> str | None:
-    """The web address of the worker the consumer group gave ``partition`` of ``topic``."""
-    for url, topics in app.router.external_topics_metadata().items():
-        if partition in topics.get(topic, ()):
-            return str(url)
-    return None
 
 
 async def _forward(app: faust.App, view: View, request: Request, owner: str) -> Response:

@@ -21,6 +21,7 @@ from rocksdict import Cache
 from app.batch_loop import BatchLoop, RawRecord, Topics
 from app.change_processor import ChangeProcessor
 from app.errors import WorkerError
+from app.owner_directory import OwnerDirectory
 from app.partition_states import PartitionStates, changelog_topic
 from app.rest_api import register_views
 from app.table_schemas import TableSchemas
@@ -104,11 +105,17 @@ class Worker:
             stats=self.stats,
             digest_horizon_s=settings.digest_horizon_s,
         )
+        host = settings.web_bind if settings.web_bind not in ("0.0.0.0", "::") else socket.gethostname()
+        self.url = f"http://{host}:{settings.web_port}"
+        self.owners = OwnerDirectory(
+            kafka.bootstrap_servers, f"{settings.app_id}.owners", self.url, settings.worker_id
+        )
+        self._restoring: asyncio.Task[None] | None = None
         self.app = self._build_app()
 
     def _build_app(self) -> faust.App:
         settings, kafka = self.settings, self.config.kafka
-        host = settings.web_bind if settings.web_bind not in ("0.0.0.0", "::") else socket.gethostname()
+        host = self.url.split("//", 1)[1].rsplit(":", 1)[0]
         app = faust.App(
             settings.app_id,
             broker=[f"kafka://{server}" for server in kafka.bootstrap_servers.split(",")],
@@ -122,9 +129,11 @@ class Worker:
             web_bind=settings.web_bind,
             web_port=settings.web_port,
             web_host=host,
-            canonical_url=f"http://{host}:{settings.web_port}",
+            canonical_url=self.url,
             web_tables_enabled=False,
             consumer_auto_offset_reset="earliest",
+            broker_session_timeout=settings.session_timeout_ms / 1000,
+            broker_heartbeat_interval=min(3.0, settings.session_timeout_ms / 5000),
             broker_max_poll_records=settings.batch_max_events,
             stream_buffer_maxsize=settings.batch_max_events * 2,
         )
@@ -171,7 +180,10 @@ class Worker:
         async def on_assigned(sender: AppT, assigned: set[TP], **_: Any) -> None:
             partitions = {tp.partition for tp in assigned if tp.topic == kafka.raw_topic}
             self.partitions.assign(partitions)
+            await self.owners.announce(partitions)
             log.info("assigned raw partitions %s", sorted(partitions))
+            # restore now, not at the first event: a quiet partition must still answer REST and expire TTLs
+            self._restoring = asyncio.get_running_loop().create_task(self._restore_assigned())
 
         @app.on_partitions_revoked.connect
         async def on_revoked(sender: AppT, revoked: set[TP], **_: Any) -> None:
@@ -186,6 +198,14 @@ class Worker:
 
         register_views(app, self)
         return app
+
+    async def _restore_assigned(self) -> None:
+        try:
+            await self.loop.restore_assigned()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            await self._fail(exc)
 
     async def _fail(self, exc: BaseException) -> None:
         self.status = "failed"
@@ -224,6 +244,12 @@ class Worker:
                     {"cleanup.policy": "compact"},
                 ),
                 TopicSpec(self.topics.dead_letter, 1, kafka.replication_factor),
+                TopicSpec(
+                    f"{self.settings.app_id}.owners",
+                    1,
+                    kafka.replication_factor,
+                    {"cleanup.policy": "compact"},
+                ),
             ],
             request_timeout_ms=kafka.request_timeout_ms,
         )
@@ -240,8 +266,10 @@ class Worker:
             )
         await self.schemas.start()
         await self.sink.start()
+        await self.owners.start()
 
     async def shutdown(self) -> None:
+        await self.owners.stop()
         await self.sink.stop()
         await self.schemas.stop()
         self.partitions.close()

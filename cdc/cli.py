@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,6 +85,43 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     return run_worker(config)
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from cdc.verify.faults import KINDS
+    from cdc.verify.runner import VerifyOptions, VerifyRun
+
+    faults = list(KINDS) if args.faults == "all" else [f for f in args.faults.split(",") if f]
+    unknown = sorted(set(faults) - set(KINDS))
+    if unknown:
+        raise ValueError(
+            f"--faults: unknown kind {', '.join(unknown)}; choose from {', '.join(KINDS)} or all"
+        )
+    operations, fault_count = args.operations, args.fault_count
+    if args.soak:
+        operations = args.operations if args.operations != 2000 else 200_000
+        fault_count = fault_count or 20
+        faults = faults or list(KINDS)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cdc-verify-"))
+    report_path = args.report or workdir / "report.json"
+    options = VerifyOptions(
+        workdir=workdir,
+        seed=args.seed,
+        operations=operations,
+        clients=args.clients,
+        workers=args.workers,
+        faults=faults,
+        fault_count=fault_count,
+        report_path=report_path,
+    )
+    report = VerifyRun(_infra_settings(args), options).run()
+    summary = {k: report[k] for k in ("ok", "lost", "phantom", "wrong_values", "duplicate_or_spurious_events",
+                                      "events_per_operation", "latency_ms", "seed")}  # fmt: skip
+    print(json.dumps(summary, indent=2))
+    print(f"report: {report_path}; logs of agents and workers: {workdir}")
+    return 0 if report["ok"] else 1
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from cdc.demo import run_demo
 
@@ -160,6 +198,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format", choices=("json", "text"), default="json", help="log lines (default json)"
     )
     worker.set_defaults(func=_cmd_worker)
+
+    verify = commands.add_parser(
+        "verify",
+        help="randomized workload on the 3-node cluster (RF=3) with agents, workers and faults; "
+        "Cassandra's SELECT at ALL as the oracle",
+    )
+    verify.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+    verify.add_argument("--operations", type=int, default=2000, help="CQL operations (default 2000)")
+    verify.add_argument("--clients", type=int, default=4, help="concurrent clients (default 4)")
+    verify.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    verify.add_argument(
+        "--faults", default="", help="comma list of agent,worker,broker,node, or all (default none)"
+    )
+    verify.add_argument("--fault-count", type=int, help="faults in all (default one per kind)")
+    verify.add_argument(
+        "--soak", action="store_true", help="long run: 200k operations, 20 faults of every kind"
+    )
+    verify.add_argument("--report", type=Path, help="JSON report path (default <workdir>/report.json)")
+    verify.add_argument("--workdir", type=Path, help="configs and logs of the agents and workers")
+    verify.set_defaults(func=_cmd_verify)
 
     demo = commands.add_parser("demo", help="start local services, write to a CDC table, watch cdc_raw grow")
     demo.add_argument("--rows", type=int, default=200, help="rows written per round (default 200)")

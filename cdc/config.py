@@ -108,6 +108,8 @@ class WorkerConfig:
     max_hint_window, 3 h by default); copies older than this are merged again, harmlessly."""
     expiry_interval_ms: int = 1000
     transaction_timeout_ms: int = 20_000
+    session_timeout_ms: int = 15_000
+    """How soon the group notices a dead worker and hands its partitions to the others."""
     web_bind: str = "127.0.0.1"
     web_port: int = 6066
     web_token: str | None = None

@@ -1,0 +1,91 @@
+"""Which worker owns which raw partition, so a REST request landing anywhere reaches the right state.
+
+Every worker announces the partitions it was just assigned on a small compacted topic
+(`<app_id>.owners`, key = partition, value = the worker's URL and when it took the partition over) and
+reads everyone's announcements. After a rebalance the new owner's announcement is the newest one, so the
+table converges as soon as the assignment does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
+
+log = logging.getLogger(__name__)
+
+
+class OwnerDirectory:
+    def __init__(self, bootstrap_servers: str, topic: str, url: str, worker_id: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.url = url
+        self.worker_id = worker_id
+        self._owners: dict[int, tuple[str, str, float]] = {}
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._follow: asyncio.Task[None] | None = None
+
+    def owner(self, partition: int) -> str | None:
+        """The URL of the worker that last announced ``partition``."""
+        found = self._owners.get(partition)
+        return found[0] if found is not None else None
+
+    def table(self) -> dict[int, dict[str, object]]:
+        return {p: {"url": u, "worker_id": w, "since": t} for p, (u, w, t) in sorted(self._owners.items())}
+
+    async def start(self) -> None:
+        self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, acks="all")
+        await self._producer.start()
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False)
+        await self._consumer.start()
+        tp = TopicPartition(self.topic, 0)
+        self._consumer.assign([tp])
+        await self._consumer.seek_to_beginning(tp)
+        self._follow = asyncio.get_running_loop().create_task(self._read())
+
+    async def announce(self, partitions: set[int]) -> None:
+        """Tell every worker that these partitions are ours from now on."""
+        if self._producer is None:
+            return
+        value = json.dumps({"url": self.url, "worker_id": self.worker_id, "since": time.time()}).encode()
+        try:
+            for partition in sorted(partitions):
+                await self._producer.send_and_wait(
+                    self.topic, value=value, key=str(partition).encode(), partition=0
+                )
+        except KafkaError as exc:  # routing only: a worker still serves what it owns
+            log.warning("cannot announce partitions %s on %s: %r", sorted(partitions), self.topic, exc)
+
+    async def _read(self) -> None:
+        assert self._consumer is not None
+        while True:
+            try:
+                batch = await self._consumer.getmany(timeout_ms=1000)
+            except KafkaError as exc:
+                log.warning("reading %s failed (%r); retrying", self.topic, exc)
+                await asyncio.sleep(1)
+                continue
+            for records in batch.values():
+                for record in records:
+                    if record.key is None or record.value is None:
+                        continue
+                    try:
+                        entry = json.loads(record.value)
+                        self._owners[int(record.key)] = (entry["url"], entry["worker_id"], entry["since"])
+                    except (ValueError, KeyError):
+                        log.warning("unreadable owner record at %s@%d", self.topic, record.offset)
+
+    async def stop(self) -> None:
+        if self._follow is not None:
+            self._follow.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._follow
+        for client in (self._consumer, self._producer):
+            if client is not None:
+                await client.stop()

@@ -1,0 +1,131 @@
+"""Faults `cdc verify` injects while the workload runs, at chosen points of its progress.
+
+Each kind exercises one promise of the correctness contract: an agent killed with -9 resumes from its
+saved offsets; a worker killed with -9 leaves an open transaction that its successor aborts; a broker
+restart makes every producer retry; a stopped Cassandra node misses writes that reach it later as hints.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cdc.service_process import ServiceProcess
+from infra.stack import LocalStack
+
+KINDS = ("agent", "worker", "broker", "node")
+
+
+@dataclass(slots=True)
+class FaultRecord:
+    kind: str
+    target: str
+    at_operation: int
+    started_s: float
+    recovered_s: float | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "at_operation": self.at_operation,
+            "started_s": round(self.started_s, 2),
+            "recovered_s": None if self.recovered_s is None else round(self.recovered_s, 2),
+            "error": self.error,
+        }
+
+
+@dataclass(slots=True)
+class FaultPlan:
+    """Which faults fire after how many operations (spread evenly over the run, in a seeded order)."""
+
+    schedule: list[tuple[int, str]]
+
+    @classmethod
+    def spread(cls, kinds: list[str], count: int, operations: int, seed: int) -> FaultPlan:
+        if not kinds or count <= 0:
+            return cls([])
+        rng = random.Random(seed)
+        chosen = [kinds[i % len(kinds)] for i in range(count)]
+        rng.shuffle(chosen)
+        step = operations / (count + 1)
+        return cls([(int(step * (i + 1)), kind) for i, kind in enumerate(chosen)])
+
+
+@dataclass(slots=True)
+class FaultInjector:
+    """Fires the plan's faults from a thread of its own as the clients report progress."""
+
+    stack: LocalStack
+    agents: list[ServiceProcess]
+    workers: list[ServiceProcess]
+    plan: FaultPlan
+    seed: int
+    node_down_s: float = 8.0
+    say: Callable[[str], None] = print
+    started_at: float = field(default_factory=time.monotonic)
+    records: list[FaultRecord] = field(default_factory=list)
+    _progress: int = 0
+    _lock: threading.Condition = field(default_factory=threading.Condition)
+    _thread: threading.Thread | None = None
+    _stop: bool = False
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="faults", daemon=True)
+        self._thread.start()
+
+    def progress(self, done: int) -> None:
+        with self._lock:
+            self._progress = done
+            self._lock.notify_all()
+
+    def finish(self) -> None:
+        """Fire what is left (the workload ended early), then wait for every recovery."""
+        with self._lock:
+            self._stop = True
+            self._lock.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        rng = random.Random(self.seed)
+        for at, kind in self.plan.schedule:
+            with self._lock:
+                while self._progress < at and not self._stop:
+                    self._lock.wait(0.5)
+            record = FaultRecord(kind, "", at, time.monotonic() - self.started_at)
+            self.records.append(record)
+            try:
+                self._inject(kind, rng, record)
+            except Exception as exc:  # a fault that cannot be injected is reported, not fatal
+                record.error = repr(exc)
+            record.recovered_s = time.monotonic() - self.started_at
+            self.say(f"fault {kind} on {record.target} at operation {at}: recovered after "
+                     f"{record.recovered_s - record.started_s:.1f} s")  # fmt: skip
+
+    def _inject(self, kind: str, rng: random.Random, record: FaultRecord) -> None:
+        if kind in ("agent", "worker"):
+            process = rng.choice(self.agents if kind == "agent" else self.workers)
+            record.target = process.name
+            process.kill()
+            time.sleep(2.0)
+            process.start()
+            process.wait_healthy(120)
+        elif kind == "broker":
+            record.target = "kafka"
+            self.stack.kafka.stop()
+            time.sleep(2.0)
+            self.stack.kafka.start()
+        elif kind == "node":
+            nodes = self.stack.known_nodes()[1:] or self.stack.known_nodes()
+            node = rng.choice(nodes)
+            record.target = node.spec.name
+            node.stop()
+            time.sleep(self.node_down_s)
+            node.start()
+        else:
+            raise ValueError(f"unknown fault kind {kind}; choose from {', '.join(KINDS)}")
