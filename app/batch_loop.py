@@ -11,13 +11,16 @@ The expiry timer runs its transactions under the same lock, so a batch and an ex
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import TopicPartition
+from aiokafka.errors import KafkaError
 
 from agents.commitlog.table_schema import TableSchema
 from app.change_processor import ChangeProcessor, CleanRecord
@@ -34,8 +37,22 @@ log = logging.getLogger(__name__)
 
 #: how long a raw event waits for its table's schema to arrive before it is dead-lettered
 SCHEMA_WAIT_S = 15.0
+#: how long a batch is retried while Kafka does not answer, before the worker stops
+RETRY_FOR_S = 180.0
 #: digests older than the horizon are forgotten this often
 DIGEST_EXPIRY_EVERY_S = 60.0
+
+
+async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` to its end even when the caller is cancelled meanwhile (then re-raise the cancel
+    after it finished, so the lock held around it is released only when the stores are consistent)."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await asyncio.shield(task)
+        raise
 
 
 @dataclass(slots=True, frozen=True)
@@ -85,6 +102,11 @@ class BatchLoop:
         self._last_digest_expiry = 0.0
         self.failed: BaseException | None = None
 
+    async def restart_sink(self) -> None:
+        """A new transactional producer, between batches (never under a transaction in flight)."""
+        async with self.lock:
+            await self.sink.restart()
+
     async def restore_assigned(self) -> None:
         """Restore every assigned partition not restored yet (between batches)."""
         async with self.lock:
@@ -93,7 +115,28 @@ class BatchLoop:
     # -- batches of raw events
 
     async def process(self, records: Sequence[RawRecord]) -> int:
-        """Merge and commit one batch; return how many records were this worker's to process."""
+        """Merge and commit one batch; return how many records were this worker's to process.
+
+        A transaction that fails because Kafka is away is retried from scratch (the stores were rolled
+        back) with a new producer, for up to RETRY_FOR_S; then, or when fenced, the error goes up."""
+        waited, attempt = 0.0, 0
+        while True:
+            try:
+                return await self._process_once(records)
+            except (TransactionFailed, KafkaError, OSError) as exc:  # Kafka away: topics, restore, commit
+                if getattr(exc, "fatal", False) or waited >= RETRY_FOR_S:
+                    raise
+                delay = min(5.0, 0.5 * 2**attempt)
+                attempt += 1
+                log.warning("batch not committed (%s); retrying in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                waited += delay
+                try:
+                    await self.restart_sink()
+                except (KafkaError, OSError) as restart_error:
+                    log.warning("cannot restart the transactional producer yet: %r", restart_error)
+
+    async def _process_once(self, records: Sequence[RawRecord]) -> int:
         async with self.lock:
             started = time.perf_counter()
             mine = [r for r in records if r.partition in self.partitions.assigned]
@@ -118,11 +161,13 @@ class BatchLoop:
                     problem = await self._merge(txn, record, now_ms, out)
                     if problem is not None:
                         dead.append((record, problem))
-                await self._commit(txns, out, dead, offsets)
             except BaseException:
                 for txn in txns.values():
                     txn.rollback()
                 raise
+            # once begun, a commit runs to its end even if the agent is cancelled meanwhile: the local
+            # stores must follow what Kafka committed, or the next batch would merge on stale state
+            await _uncancellable(self._commit_or_rollback(txns, out, dead, offsets))
             self.stats.batches.observe(time.perf_counter() - started)
             return len(mine)
 
@@ -174,20 +219,35 @@ class BatchLoop:
                         self.stats.digests_expired.inc(
                             txn.expire_digests(now_ms - self.digest_horizon_ms, 100_000)
                         )
-                if any(txn.changelog() for txn in txns.values()):
-                    await self._commit(txns, out, [], {})
-                else:
-                    for txn in txns.values():
-                        txn.rollback()
             except BaseException:
                 for txn in txns.values():
                     txn.rollback()
                 raise
+            if any(txn.changelog() for txn in txns.values()):
+                await _uncancellable(self._commit_or_rollback(txns, out, [], {}))
+            else:
+                for txn in txns.values():
+                    txn.rollback()
             if forget:
                 self._last_digest_expiry = time.monotonic()
             return looked
 
     # -- committing
+
+    async def _commit_or_rollback(
+        self,
+        txns: dict[int, StateTransaction],
+        out: list[CleanRecord],
+        dead: list[tuple[RawRecord, str]],
+        offsets: dict[TopicPartition, int],
+    ) -> None:
+        try:
+            await self._commit(txns, out, dead, offsets)
+        except BaseException:
+            for txn in txns.values():
+                if txn.is_open:
+                    txn.rollback()
+            raise
 
     async def _commit(
         self,
@@ -218,6 +278,10 @@ class BatchLoop:
         except TransactionFailed:
             self.stats.transactions_failed.inc()
             raise
+        except (KafkaError, OSError, AssertionError) as exc:  # aiokafka asserts on its fatal states
+            await tx.abort()
+            self.stats.transactions_failed.inc()
+            raise TransactionFailed(f"sending the batch failed: {exc!r}") from exc
         except BaseException:
             await tx.abort()
             self.stats.transactions_failed.inc()

@@ -10,9 +10,14 @@ class WorkerError(Exception):
 class TransactionFailed(WorkerError):
     """A Kafka transaction over state changelog, clean events and offsets did not commit.
 
-    Nothing of the batch is visible to read_committed consumers and the local state is unchanged, so
-    the worker stops and the batch is processed again by whoever owns the partitions next.
+    Nothing of the batch is visible to read_committed consumers and the local state is unchanged, so the
+    batch can be merged again: by this worker once Kafka answers again, or, when ``fatal`` (another
+    worker took over the transactional id), by whoever owns the partitions next.
     """
+
+    def __init__(self, message: str, *, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.fatal = fatal
 
 
 class RecoveryError(WorkerError):

@@ -13,6 +13,7 @@ transaction timeout instead).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,9 +52,10 @@ class OpenTransaction:
             await self.producer.commit_transaction()
         except ProducerFenced as exc:
             raise TransactionFailed(
-                f"transactional id {self.transactional_id} was taken over by another worker; this one stops"
+                f"transactional id {self.transactional_id} was taken over by another worker; this one stops",
+                fatal=True,
             ) from exc
-        except (KafkaError, OSError) as exc:
+        except (KafkaError, OSError, AssertionError) as exc:  # aiokafka asserts on its fatal states
             await self._abort_quietly()
             raise TransactionFailed(
                 f"transaction of {self.records} records ({self.transactional_id}) did not commit: {exc!r}"
@@ -72,7 +74,7 @@ class OpenTransaction:
             future.cancel()
         try:
             await self.producer.abort_transaction()
-        except (KafkaError, OSError) as exc:
+        except Exception as exc:  # the producer may be in a fatal state; it is replaced anyway
             log.warning(
                 "abort of transaction %s failed (%r); the broker aborts it on timeout",
                 self.transactional_id,
@@ -109,12 +111,21 @@ class TransactionalSink:
         self._producer = AIOKafkaProducer(**self._settings)
         await self._producer.start()
 
+    async def restart(self) -> None:
+        """A fresh producer with the same transactional id: registering it aborts whatever transaction the
+        old one left open, whatever state a failed commit left it in."""
+        old, self._producer = self._producer, None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.stop()
+        await self.start()
+
     async def begin(self) -> OpenTransaction:
         if self._producer is None:
             raise TransactionFailed(f"the transactional producer {self.transactional_id} is not started")
         try:
             await self._producer.begin_transaction()
-        except (KafkaError, OSError) as exc:
+        except (KafkaError, OSError, AssertionError) as exc:
             raise TransactionFailed(f"cannot begin a transaction ({self.transactional_id}): {exc!r}") from exc
         return OpenTransaction(self._producer, self.transactional_id)
 

@@ -9,8 +9,10 @@ atomically: its state stores, its changelog, and one Kafka transaction per batch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
+import time
 from typing import Any
 
 import faust
@@ -20,7 +22,7 @@ from rocksdict import Cache
 
 from app.batch_loop import BatchLoop, RawRecord, Topics
 from app.change_processor import ChangeProcessor
-from app.errors import WorkerError
+from app.errors import TransactionFailed, WorkerError
 from app.owner_directory import OwnerDirectory
 from app.partition_states import PartitionStates, changelog_topic
 from app.rest_api import register_views
@@ -157,6 +159,8 @@ class Worker:
                 ]
                 try:
                     await self.loop.process(records)
+                except asyncio.CancelledError:
+                    raise  # Faust stops the agent (rebalance, shutdown): the batch is unacked, merged again later
                 except BaseException as exc:
                     await self._fail(exc)
                     raise
@@ -172,6 +176,15 @@ class Worker:
                 return
             try:
                 await self.loop.expire()
+            except asyncio.CancelledError:
+                raise
+            except (TransactionFailed, KafkaError, OSError) as exc:
+                if getattr(exc, "fatal", False):
+                    await self._fail(exc)
+                    raise
+                log.warning("expiry not committed (%r); the next tick tries again", exc)
+                with contextlib.suppress(KafkaError, OSError):
+                    await self.loop.restart_sink()
             except BaseException as exc:
                 await self._fail(exc)
                 raise
@@ -216,13 +229,22 @@ class Worker:
     async def prepare(self) -> None:
         """Before Faust starts: topics exist, schemas are read, the transactional producer fences its
         predecessor (which aborts the transaction a killed worker left open)."""
-        try:
-            await self._prepare()
-        except (KafkaError, OSError) as exc:
-            raise WorkerError(
-                f"cannot prepare the worker on Kafka at {self.config.kafka.bootstrap_servers} "
-                f"(config key kafka.bootstrap_servers): {exc!r}"
-            ) from exc
+        deadline = time.monotonic() + self.settings.startup_timeout_s
+        while True:
+            try:
+                await self._prepare()
+                return
+            except (KafkaError, OSError) as exc:
+                if time.monotonic() >= deadline:
+                    raise WorkerError(
+                        f"cannot prepare the worker on Kafka at {self.config.kafka.bootstrap_servers} "
+                        f"(config key kafka.bootstrap_servers) within worker.startup_timeout_s: {exc!r}"
+                    ) from exc
+                log.warning(
+                    "Kafka at %s does not answer yet (%r); retrying", self.config.kafka.bootstrap_servers, exc
+                )
+                await self.shutdown()
+                await asyncio.sleep(2.0)
 
     async def _prepare(self) -> None:
         kafka = self.config.kafka

@@ -210,7 +210,8 @@ def profile_update(bench: Bench, rows: int, count: int) -> str:
     profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(12)
-    lines = [line for line in out.getvalue().splitlines() if line.strip()]
+    text = out.getvalue().replace(str(REPO) + os.sep, "")  # paths relative to the repository
+    lines = [line for line in text.splitlines() if line.strip()]
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls"))
     return "\n".join(lines[start:])
 

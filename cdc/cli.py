@@ -125,7 +125,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from cdc.demo import run_demo
 
-    return run_demo(_infra_settings(args), rows=args.rows, rounds=args.rounds)
+    return run_demo(_infra_settings(args), rows=args.rows, rounds=args.rounds, keep_running=args.keep_running)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -219,9 +219,16 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--workdir", type=Path, help="configs and logs of the agents and workers")
     verify.set_defaults(func=_cmd_verify)
 
-    demo = commands.add_parser("demo", help="start local services, write to a CDC table, watch cdc_raw grow")
-    demo.add_argument("--rows", type=int, default=200, help="rows written per round (default 200)")
-    demo.add_argument("--rounds", type=int, default=5, help="rounds of writes (default 5)")
+    demo = commands.add_parser(
+        "demo", help="local services, agent, worker and REST; a small workload and its change events, live"
+    )
+    demo.add_argument("--rows", type=int, default=6, help="rows inserted per round (default 6)")
+    demo.add_argument("--rounds", type=int, default=4, help="rounds of writes (default 4)")
+    demo.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="keep agent and worker running and show further events until Ctrl-C",
+    )
     demo.set_defaults(func=_cmd_demo)
     return parser
 

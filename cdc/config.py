@@ -108,6 +108,8 @@ class WorkerConfig:
     max_hint_window, 3 h by default); copies older than this are merged again, harmlessly."""
     expiry_interval_ms: int = 1000
     transaction_timeout_ms: int = 20_000
+    startup_timeout_s: int = 120
+    """How long a starting worker waits for Kafka (topics, schemas, its producer) before it gives up."""
     session_timeout_ms: int = 15_000
     """How soon the group notices a dead worker and hands its partitions to the others."""
     web_bind: str = "127.0.0.1"

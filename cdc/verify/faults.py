@@ -69,6 +69,8 @@ class FaultInjector:
     say: Callable[[str], None] = print
     started_at: float = field(default_factory=time.monotonic)
     records: list[FaultRecord] = field(default_factory=list)
+    #: processes down on purpose right now (the supervisor leaves them alone)
+    killed: set[str] = field(default_factory=set)
     _progress: int = 0
     _lock: threading.Condition = field(default_factory=threading.Condition)
     _thread: threading.Thread | None = None
@@ -111,9 +113,11 @@ class FaultInjector:
         if kind in ("agent", "worker"):
             process = rng.choice(self.agents if kind == "agent" else self.workers)
             record.target = process.name
+            self.killed.add(process.name)
             process.kill()
             time.sleep(2.0)
             process.start()
+            self.killed.discard(process.name)
             process.wait_healthy(120)
         elif kind == "broker":
             record.target = "kafka"
@@ -129,3 +133,37 @@ class FaultInjector:
             node.start()
         else:
             raise ValueError(f"unknown fault kind {kind}; choose from {', '.join(KINDS)}")
+
+
+@dataclass(slots=True)
+class Supervisor:
+    """Restarts an agent or worker that exited on its own, as systemd or Kubernetes would, and counts it:
+    a process that stops itself on an error it cannot handle is by design, but the report shows it."""
+
+    processes: list[ServiceProcess]
+    injector: FaultInjector
+    say: Callable[[str], None] = print
+    restarts: list[dict[str, object]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="supervisor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(2.0):
+            for process in self.processes:
+                if process.running or process.name in self.injector.killed:
+                    continue
+                code = process.process.returncode if process.process is not None else None
+                self.restarts.append(
+                    {"process": process.name, "exit_code": code, "log_tail": process.log_tail(8)}
+                )
+                self.say(f"{process.name} exited by itself (code {code}); restarting it")
+                process.start()

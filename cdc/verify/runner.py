@@ -32,7 +32,7 @@ from cassandra.query import SimpleStatement
 from agents.commitlog.schema_loader import load_schema_from_session
 from agents.commitlog.table_schema import TableSchema
 from cdc.service_process import ServiceProcess, free_port
-from cdc.verify.faults import FaultInjector, FaultPlan
+from cdc.verify.faults import FaultInjector, FaultPlan, Supervisor
 from cdc.verify.oracle import (
     by_key,
     chain_problems,
@@ -160,6 +160,7 @@ class VerifyRun:
         nodes = [self.stack.node(i) for i in (1, 2, 3)]
         cluster = connect_cluster([n.spec.address for n in nodes], nodes[0].spec.cql_port)
         session = cluster.connect()
+        supervisor: Supervisor | None = None
         try:
             workload = Workload(
                 self.keyspace,
@@ -189,6 +190,8 @@ class VerifyRun:
                 say=self.say,
             )
             injector.start()
+            supervisor = Supervisor([*self.agents, *self.workers], injector, say=self.say)
+            supervisor.start()
             workload_started = time.monotonic()
             stats = self._drive(session, cluster, workload, injector)
             injector.finish()
@@ -200,6 +203,7 @@ class VerifyRun:
             catalog = load_schema_from_session(session, [self.keyspace], with_system_schema=False)
             schemas = {t.table: t for t in catalog.tables() if t.keyspace == self.keyspace}
             report = self._compare(session, schemas, stats)
+            supervisor.stop()
             report.update(
                 {
                     "run_id": self.run_id,
@@ -212,9 +216,12 @@ class VerifyRun:
                     "total_s": round(time.monotonic() - started, 1),
                     "faults": [r.as_dict() for r in injector.records],
                     "client_errors": dict(stats.errors),
+                    "unexpected_exits": supervisor.restarts,
                 }
             )
         finally:
+            if supervisor is not None:
+                supervisor.stop()
             for process in (*self.workers, *self.agents):
                 process.ensure_stopped()
             cluster.shutdown()
@@ -368,7 +375,7 @@ class VerifyRun:
     ) -> dict[str, dict[str, Any]]:
         """The rows the workers hold for every key Cassandra or the clean topic knows, read over REST."""
         keys = set(expected) | {e.key_text for e in events}
-        worker = self.workers[0]
+        worker = next((w for w in self.workers if w.healthy()), self.workers[0])
         names = [c.name for c in schema.partition_key]
         out: dict[str, dict[str, Any]] = {}
         for text in sorted(keys):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 from infra.cassandra import CassandraNode
+from infra.process import port_is_free
 from infra.settings import InfraSettings
 
 
@@ -49,14 +51,41 @@ def test_second_up_is_idempotent(
     assert cassandra_node.process.pid() == pid_before
 
 
-def test_demo_shows_durable_offset_growing_and_raw_events(
-    infra_settings: InfraSettings, kafka_bootstrap: str, cassandra_node
+def test_demo_shows_change_events_rest_view_and_how_to_stop(
+    infra_settings: InfraSettings, kafka_bootstrap: str, cassandra_node: CassandraNode
 ) -> None:
-    done = _cdc(infra_settings, "demo", "--rows", "50", "--rounds", "2")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "demo.readings WITH cdc = true" in done.stdout
-    for round_no in (1, 2):
-        section = done.stdout.split(f"round {round_no}:")[1].split("round")[0]
-        assert "bytes durable" in section, f"round {round_no} shows no growing segment:\n{done.stdout}"
-        assert "raw events on demo.raw: 50/50" in section, done.stdout
-    assert "node agent stopped" in done.stdout
+    done = _cdc(infra_settings, "demo", "--rows", "4", "--rounds", "3")
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert "demo.readings WITH cdc = true" in out
+    assert "round 3/3" in out
+    # change events with before and after images, as a consumer of the clean topic sees them
+    assert re.search(
+        r"^  c  sensor-\d @ \S+ +value=[\d.]+ status=ok tags=\{celsius\} +\+\d+ ms$", out, re.M
+    ), out
+    assert re.search(
+        r"^  u  sensor-\d @ \S+ +value: [\d.]+ -> [\d.]+, status: ok -> checked +\+\d+ ms$", out, re.M
+    ), out
+    assert re.search(r"^  u  sensor-\d @ \S+ +tags: \{celsius\} -> \{calibrated-\d, celsius\}", out, re.M), (
+        out
+    )
+    assert re.search(r"^  d  sensor-\d @ \S+ +deleted, before: value=[\d.]+ status=\w+", out, re.M), out
+    # the TTL row expires before the end (or, on a loaded machine, reaches the worker already expired)
+    assert (
+        "expired (TTL), before: value=99.9 status=transient" in out or "the TTL row gave no events" in out
+    ), out
+    assert "every write gave exactly its change event" in out, out
+    # a row as the worker's REST endpoint serves it, with per-cell write times
+    assert "REST GET http://127.0.0.1:6067/rows/demo/readings?key={" in out, out
+    assert re.search(r"values: value=[\d.]+ status=checked tags=\{(calibrated-\d, )+celsius\}", out), out
+    assert re.search(r"cells: +value writetime \d\d:\d\d:\d\d\.\d{3}", out), out
+    # where logs and metrics are, and how to stop
+    demo_home = infra_settings.home / "demo"
+    assert f"log {demo_home / 'worker.log'}" in out and f"log {demo_home / 'agent-node1.log'}" in out
+    assert "http://127.0.0.1:9465/metrics" in out and "http://127.0.0.1:6067/health" in out
+    assert f"logs in {infra_settings.logs}" in out
+    assert "Ctrl-C" in out and "`.venv/bin/cdc infra down` stops them" in out
+    # agent and worker are stopped at the end, the services keep running
+    assert "agent and worker stopped" in out
+    assert port_is_free("127.0.0.1", 6067) and port_is_free("127.0.0.1", 9465)
+    assert cassandra_node.is_running()

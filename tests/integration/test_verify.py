@@ -41,6 +41,7 @@ def test_short_run_with_every_fault_loses_invents_and_repeats_nothing(
     )
     assert report["duplicate_or_spurious_events"] == 0, f"{summary}\n{tables}"
     assert report["ok"] is True
+    assert not report["unexpected_exits"], report["unexpected_exits"]
     assert sorted(f["kind"] for f in report["faults"]) == sorted(KINDS), report["faults"]
     assert all(f["error"] is None for f in report["faults"]), report["faults"]
     assert report["change_events"] > 0 and report["latency_ms"]["samples"] > 0, summary

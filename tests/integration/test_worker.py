@@ -347,7 +347,7 @@ def test_worker_config_errors_name_the_key(tmp_path: Path) -> None:
         "worker:\n  web_port: 80\n": "worker.data_directory",
         (
             "kafka:\n  bootstrap_servers: 127.0.0.1:9\n  request_timeout_ms: 3000\n"
-            f"worker:\n  data_directory: {tmp_path}\n"
+            f"worker:\n  data_directory: {tmp_path}\n  startup_timeout_s: 1\n"
         ): "kafka.bootstrap_servers",
     }
     for text, key in cases.items():
