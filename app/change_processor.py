@@ -25,6 +25,9 @@ from state.table_layout import layout_for
 
 log = logging.getLogger(__name__)
 
+#: looks at the due entries per expiry pass (each look handles up to ``limit`` of them)
+MAX_EXPIRY_ROUNDS = 100
+
 
 @dataclass(slots=True, frozen=True)
 class CleanRecord:
@@ -190,46 +193,75 @@ class ChangeProcessor:
         *,
         limit: int = 10_000,
     ) -> int:
-        """Emit the changes of every TTL that expired by ``now``; return how many rows were looked at."""
+        """Emit the changes of every TTL that expired by ``now``; return how many entries were looked at.
+
+        Everything due by ``now`` is handled before returning (``limit`` only sizes each look), so an
+        event merged at ``now`` afterwards starts from the image consumers saw last."""
         now_s = now_ms // 1000
-        due = txn.due_expiries(now_s, limit)
-        by_partition: dict[tuple[uuid.UUID, bytes], list[DueExpiry]] = defaultdict(list)
-        for item in due:
-            by_partition[(item.table_id, item.partition_key)].append(item)
-        for (table_id, partition_key), items in by_partition.items():
-            schema = schemas.get(table_id)
-            if schema is None:
-                log.warning("expiry due for table %s whose schema is unknown; kept for later", table_id)
-                continue
-            state = txn.load_rows(schema, partition_key, [i.clustering_key for i in items])
-            if schema.static_columns:
-                # loaded whole, and a static expiry changes every row: one look at the whole partition
-                views = [(state, min(i.at_s for i in items))]
-            else:
-                views = [(_view_of(state, i.clustering_key), i.at_s) for i in items]
-            for view, first_expiry in views:
-                # the image just before the first expiry is the one consumers saw last
-                for change in expiry_changes(view, schema, first_expiry - 1, now_s):
-                    self._emit(
-                        change,
-                        schema,
-                        ChangeSource(
-                            cluster=self.cluster,
-                            keyspace=schema.keyspace,
-                            table=schema.table,
-                            write_time_us=first_expiry * 1_000_000,
-                            node=None,
-                            segment_id=None,
-                            offset=None,
-                            expired=True,
-                        ),
-                        now_ms,
-                        out,
-                    )
-                    self.stats.expired_changes.inc()
-            keys = [i.clustering_key for i in items if i.clustering_key is not None]
-            txn.save(schema, state, keys, now_s, header=any(i.clustering_key is None for i in items))
-        return len(due)
+        looked = 0
+        for _ in range(MAX_EXPIRY_ROUNDS):
+            due = txn.due_expiries(now_s, limit)
+            if not due:
+                break
+            looked += len(due)
+            by_partition: dict[tuple[uuid.UUID, bytes], list[DueExpiry]] = defaultdict(list)
+            for item in due:
+                by_partition[(item.table_id, item.partition_key)].append(item)
+            unknown = 0
+            for (table_id, partition_key), items in by_partition.items():
+                schema = schemas.get(table_id)
+                if schema is None:
+                    unknown += 1
+                    log.warning("expiry due for table %s whose schema is unknown; kept for later", table_id)
+                    continue
+                self._expire_partition(txn, schema, partition_key, items, now_ms, out)
+            if unknown == len(by_partition):
+                break
+        return looked
+
+    def _expire_partition(
+        self,
+        txn: StateTransaction,
+        schema: TableSchema,
+        partition_key: bytes,
+        items: list[DueExpiry],
+        now_ms: int,
+        out: list[CleanRecord],
+    ) -> None:
+        now_s = now_ms // 1000
+        first = min(i.at_s for i in items)
+        state = txn.load_rows(
+            schema, partition_key, [i.clustering_key for i in items], since_s=first - 1, now_s=now_s
+        )
+        if schema.static_columns:
+            # a static expiry changes every row (load_rows then loaded them all): one look at the partition
+            views = [(state, first)]
+        else:
+            views = [(_view_of(state, i.clustering_key), i.at_s) for i in items]
+        keys: set[bytes | None] = {i.clustering_key for i in items}
+        for view, first_expiry in views:
+            # the image just before the first expiry is the one consumers saw last
+            for change in expiry_changes(view, schema, first_expiry - 1, now_s):
+                keys.add(change.key)
+                self._emit(
+                    change,
+                    schema,
+                    ChangeSource(
+                        cluster=self.cluster,
+                        keyspace=schema.keyspace,
+                        table=schema.table,
+                        write_time_us=first_expiry * 1_000_000,
+                        node=None,
+                        segment_id=None,
+                        offset=None,
+                        expired=True,
+                    ),
+                    now_ms,
+                    out,
+                )
+                self.stats.expired_changes.inc()
+        # every key a change named is saved (its due entry moves on), None = the header and static row
+        txn.save(schema, state, keys, now_s, header=None in keys)
 
 
 def _change_write_time(change: RowChange, event_time: int) -> int:
