@@ -30,7 +30,7 @@ from app.table_schemas import TableSchemas
 from app.transactional_sink import TransactionalSink
 from app.worker_stats import WorkerStats
 from cdc.kafka_topics import TopicSpec, ensure_topics
-from schemas.raw_event import RawEventError, decode_raw_event
+from schemas.raw_event import RawEventError, decode_raw_event, peek_raw_event
 from state.store_transaction import StateTransaction
 
 log = logging.getLogger(__name__)
@@ -178,6 +178,10 @@ class BatchLoop:
         if record.value is None:
             return "raw record without a value"
         try:
+            head = peek_raw_event(record.value)
+            if txn.seen_digest(head.digest):  # a replica's copy: no need to decode the rest
+                self.stats.record(f"{head.keyspace}.{head.table}", "duplicate")
+                return None
             event = decode_raw_event(record.value)
         except RawEventError as exc:
             return str(exc)

@@ -20,7 +20,7 @@ from aiokafka.errors import KafkaError
 from faust.types import TP, AppT
 from rocksdict import Cache
 
-from app.batch_loop import BatchLoop, RawRecord, Topics
+from app.batch_loop import RETRY_FOR_S, BatchLoop, RawRecord, Topics
 from app.change_processor import ChangeProcessor
 from app.errors import TransactionFailed, WorkerError
 from app.owner_directory import OwnerDirectory
@@ -213,12 +213,24 @@ class Worker:
         return app
 
     async def _restore_assigned(self) -> None:
-        try:
-            await self.loop.restore_assigned()
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
-            await self._fail(exc)
+        """Restore the assigned partitions, waiting out a Kafka outage for as long as a batch would."""
+        waited = 0.0
+        while True:
+            try:
+                await self.loop.restore_assigned()
+                return
+            except asyncio.CancelledError:
+                raise
+            except (KafkaError, OSError) as exc:
+                if waited >= RETRY_FOR_S:
+                    await self._fail(exc)
+                    return
+                log.warning("restoring assigned partitions failed (%r); retrying", exc)
+                await asyncio.sleep(2.0)
+                waited += 2.0
+            except BaseException as exc:
+                await self._fail(exc)
+                return
 
     async def _fail(self, exc: BaseException) -> None:
         self.status = "failed"

@@ -15,11 +15,12 @@ Starts services of its own in a temporary home (Kafka on 127.0.0.1:29092, a one-
   state     --state-rows new rows (INSERTs cloned from a real raw event, one copy each, --rows-per-partition
             rows per partition key) produced to another topic and merged by one worker; its VmRSS as the
             state grows (RocksDB memory is bounded by the block cache and memtables, not by row count)
-Every worker's VmRSS is sampled every 0.5 s; CPU of each process comes from /proc/<pid>/stat.
+Every worker's VmRSS is sampled every 0.5 s; CPU of each process comes from /proc/<pid>/stat. `--py-spy EXE`
+also samples the `one` worker with py-spy (not a project dependency) and splits its CPU time by part.
 
     .venv/bin/python bench/worker_pipeline.py [--rows 100000] [--update-share 0.3] [--copies 3]
-        [--state-rows 3000000] [--profile] [--profile-seconds 60] [--phases one two profile state]
-        [--out bench/worker_pipeline.md]
+        [--phases one two profile state] [--profile] [--profile-seconds 60] [--py-spy EXE]
+        [--state-rows 1000000] [--rows-per-event 1] [--out bench/worker_pipeline.md]
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ import math
 import os
 import pstats
 import random
+import shutil
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -59,11 +62,13 @@ from agent_pipeline import (  # noqa: E402
     TABLE_DDL,
     AgentProcess,
     CpuWindow,
+    cpu_seconds,
     free_port,
     http_get,
     proc_status,
     row,
     say,
+    system_busy_seconds,
 )
 
 from infra.settings import InfraSettings  # noqa: E402
@@ -85,12 +90,19 @@ UPDATE = "UPDATE bench.readings SET value = ?, count = ?, note = ? WHERE device 
 
 
 async def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create `topic` and wait until every partition has a leader (no retried sends right after)."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         await admin.create_topics([NewTopic(topic, partitions, 1)])
+        for _ in range(100):
+            described = await admin.describe_topics([topic])
+            found = described[0].get("partitions", []) if described else []
+            if len(found) == partitions and all(p.get("leader", -1) >= 0 for p in found):
+                break
+            await asyncio.sleep(0.1)
     finally:
         await admin.close()
 
@@ -165,7 +177,9 @@ class LagProbe:
         await consumer.start()
         try:
             await consumer._client.force_metadata_update()
-            tps = [TopicPartition(self.topic, p) for p in sorted(consumer.partitions_for_topic(self.topic) or ())]
+            tps = [
+                TopicPartition(self.topic, p) for p in sorted(consumer.partitions_for_topic(self.topic) or ())
+            ]
             self.ends = await consumer.end_offsets(tps)
         finally:
             await consumer.stop()
@@ -192,11 +206,12 @@ class LagProbe:
 # -- synthetic raw events for the state run ----------------------------------------------------------
 
 
-def synthetic_events(template: dict[str, Any], count: int, rows_per_partition: int, seed: int) -> Iterator[
-    tuple[None, bytes, bytes]
-]:  # fmt: skip
-    """`count` INSERTs of new rows, each a copy of the real raw event `template` (one INSERT of one row)
-    with its own partition key, clustering, write time, digest and values (value, count, total, note)."""
+def synthetic_events(
+    template: dict[str, Any], rows: int, rows_per_partition: int, rows_per_event: int, seed: int
+) -> Iterator[tuple[None, bytes, bytes]]:
+    """Raw events INSERTing `rows` new rows, `rows_per_event` of one partition per event (one INSERT, or an
+    unlogged batch to one partition), each row a copy of the row of the real raw event `template` (one
+    INSERT of one row) with its own clustering, write time and values (value, count, total, note)."""
     base_row = template["rows"][0]
     write_base = int(time.time() * 1_000_000)
     values = {
@@ -205,26 +220,31 @@ def synthetic_events(template: dict[str, Any], count: int, rows_per_partition: i
         "total": lambda i: struct.pack(">q", i * 1000),
         "note": lambda i: f"note number {i}".encode(),
     }
-    for i in range(count):
-        device = uuid.UUID(int=(seed << 96) | (i // rows_per_partition)).bytes
+
+    def new_row(i: int) -> dict[str, Any]:
         ts = write_base + i
-        cells = [
-            {**c, "timestamp": ts, "value": values[c["column"]](i) if c["column"] in values else c["value"]}
-            for c in base_row["cells"]
-        ]
+        return {
+            **base_row,
+            "clustering": [struct.pack(">q", 1_700_000_000_000 + i)],
+            "liveness": {**base_row["liveness"], "timestamp": ts},
+            "cells": [
+                {
+                    **c,
+                    "timestamp": ts,
+                    "value": values[c["column"]](i) if c["column"] in values else c["value"],
+                }
+                for c in base_row["cells"]
+            ],
+        }
+
+    for first in range(0, rows, rows_per_event):
+        device = uuid.UUID(int=(seed << 96) | (first // rows_per_partition)).bytes
         event = {
             **template,
-            "source": {**template["source"], "entry_offset": i, "position": i + 1},
+            "source": {**template["source"], "entry_offset": first, "position": first + 1},
             "partition_key": device,
-            "digest": hashlib.md5(f"{seed}/{i}".encode()).digest(),
-            "rows": [
-                {
-                    **base_row,
-                    "clustering": [struct.pack(">q", 1_700_000_000_000 + i)],
-                    "liveness": {**base_row["liveness"], "timestamp": ts},
-                    "cells": cells,
-                }
-            ],
+            "digest": hashlib.md5(f"{seed}/{first}".encode()).digest(),
+            "rows": [new_row(i) for i in range(first, min(rows, first + rows_per_event))],
         }
         yield None, encode_raw_key(template["keyspace"], template["table"], device), encode_raw_event(event)
 
@@ -308,8 +328,115 @@ class WorkerProcess:
             except ValueError:
                 entry = {"level": "OUTPUT", "message": line}
             if isinstance(entry, dict) and entry.get("level") in ("WARNING", "ERROR", "CRITICAL"):
-                out.append(f"{self.name} {entry.get('level')} {entry.get('logger', '')}: {entry.get('message')}")
+                out.append(
+                    f"{self.name} {entry.get('level')} {entry.get('logger', '')}: {entry.get('message')}"
+                )
         return out
+
+
+class Spy:
+    """py-spy (a sampling profiler, not a project dependency) attached to a running worker: its collapsed
+    stacks of the worker's Python threads while they run (idle waits in epoll are not sampled)."""
+
+    def __init__(self, exe: Path, out: Path) -> None:
+        self.exe = exe
+        self.out = out
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, pid: int) -> None:
+        argv = [str(self.exe), "record", "-p", str(pid), "-r", "100", "-F", "--nonblocking", "-f", "raw",
+                "-o", str(self.out)]  # fmt: skip
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)  # fmt: skip
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _frame_name(frame: str) -> str:
+    """`function (path:line)` with the path cut to its package part (no machine paths in reports)."""
+    name, _, where = frame.partition(" (")
+    path = where.rstrip(")")
+    for marker in ("site-packages/", f"{REPO}/"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+    return f"{name} ({path})" if path else name
+
+
+#: frames that every sample of the event loop shares; left out of the inclusive table
+_TRUNK = ("_run_module_as_main", "_run_code", "<module>", "main (", "_cmd_worker", "run_worker",
+          "Worker.execute_from_commandline", "BaseEventLoop.run_forever", "BaseEventLoop.run_until_complete",
+          "BaseEventLoop._run_once", "Handle._run")  # fmt: skip
+
+#: where a sample's CPU goes: the first bucket, in this order, with a frame on the sample's stack
+_OWN_BUCKETS = (
+    ("decode_raw_event", "decode raw events (fastavro)"),
+    ("BatchLoop._commit", "Kafka transaction: send clean + changelog records, commit"),
+    ("ChangeProcessor._emit", "build and encode change events (JSON)"),
+    ("app/worker_stats", "stats and Prometheus counters"),
+    ("state/store_", "state store: RocksDB reads/writes, row encoding"),
+    ("state/partition_store", "state store: RocksDB reads/writes, row encoding"),
+    ("state/", "merge (prepare, apply, diff)"),
+    ("BatchLoop.process", "batch loop, other"),
+    ("merge_raw_events", "Faust agent: take batches, ack events"),
+)
+_LIBRARY_BUCKETS = (
+    ("aiokafka/consumer", "aiokafka consumer: fetch, parse record batches"),
+    ("aiokafka/producer", "aiokafka producer: batches, network"),
+    ("aiohttp", "web server (the benchmark's /stats polls)"),
+    ("faust/", "Faust and mode services (consumer thread, streams, conductor)"),
+    ("mode/", "Faust and mode services (consumer thread, streams, conductor)"),
+    ("aiokafka/", "aiokafka client, other"),
+)
+
+
+def _bucket(frames: list[str]) -> str:
+    """The first bucket (own code first, then libraries) with a frame anywhere on the stack."""
+    frames = [f for f in frames if not f.startswith(_TRUNK)]
+    for marker, name in (*_OWN_BUCKETS, *_LIBRARY_BUCKETS):
+        if any(marker in frame for frame in frames):
+            return name
+    return "event loop (asyncio) and other"
+
+
+def spy_tables(path: Path, top: int) -> dict[str, Any]:
+    """Self and inclusive shares of the samples in a py-spy raw (collapsed stacks) file, top `top` each,
+    and the shares of the buckets above."""
+    own: dict[str, int] = defaultdict(int)
+    inclusive: dict[str, int] = defaultdict(int)
+    buckets: dict[str, int] = defaultdict(int)
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [_frame_name(f) for f in stack.split(";") if " (" in f]
+        if not frames:
+            continue
+        total += count
+        own[frames[-1]] += count
+        buckets[_bucket(frames)] += count
+        for frame in set(frames):
+            if not frame.startswith(_TRUNK):
+                inclusive[frame] += count
+
+    def table(values: dict[str, int], limit: int) -> str:
+        rows = sorted(values.items(), key=lambda kv: -kv[1])[:limit]
+        return "\n".join(f"{100 * n / total:5.1f}%  {name}" for name, n in rows)
+
+    return {
+        "samples": total,
+        "self": table(own, top),
+        "inclusive": table(inclusive, top),
+        "buckets": sorted(((name, n / total) for name, n in buckets.items()), key=lambda kv: -kv[1]),
+    }
 
 
 def dir_mb(path: Path) -> float:
@@ -327,6 +454,9 @@ class RunResult:
     startup_s: float = 0.0
     events_in: dict[str, int] = field(default_factory=dict)
     timeline: list[tuple[float, int]] = field(default_factory=list)
+    cpu_samples: list[tuple[float, int, float, float, float]] = field(default_factory=list)
+    """every second: (seconds since the first record, events in, CPU seconds of the workers, of Kafka, of
+    the whole machine)"""
     """(seconds since the first record, events in summed over workers)"""
     cpu: dict[str, float] = field(default_factory=dict)
     rss: dict[str, list[tuple[float, int, int]]] = field(default_factory=dict)
@@ -347,9 +477,40 @@ class RunResult:
         points = self.timeline
         if len(points) < 3:
             return math.nan
-        a = next(p for p in points if p[1] >= low * self.total)
-        b = next((p for p in points if p[1] >= high * self.total), points[-1])
-        return (b[1] - a[1]) / (b[0] - a[0]) if b[0] > a[0] else math.nan
+        a = next((p for p in points if p[1] >= low * self.total), None)
+        b = next((p for p in points if p[1] >= high * self.total), None)
+        if a is None or b is None or b[0] <= a[0]:
+            return math.nan
+        return (b[1] - a[1]) / (b[0] - a[0])
+
+    def windows(self, count: int = 12) -> list[tuple[float, float, float, float, float]]:
+        """About `count` equal windows of the run: (start s, events/s, workers', Kafka's and everything
+        else's CPU % of one core)."""
+        samples = self.cpu_samples
+        if len(samples) < 2:
+            return []
+        width = max(1.0, round(samples[-1][0] / count))
+        out, start = [], samples[0]
+        for sample in samples[1:]:
+            if sample[0] - start[0] >= width or sample is samples[-1]:
+                wall = sample[0] - start[0]
+                workers, kafka, busy = (100 * (sample[i] - start[i]) / wall for i in (2, 3, 4))
+                out.append(
+                    (
+                        start[0],
+                        (sample[1] - start[1]) / wall,
+                        workers,
+                        kafka,
+                        max(0.0, busy - workers - kafka),
+                    )
+                )
+                start = sample
+        return out
+
+    def cpu_us_per_event(self, worker: str) -> float:
+        """CPU time the worker spent per raw event it took in (start-up excluded)."""
+        events = self.events_in.get(worker, 0)
+        return self.cpu[worker] / 100 * self.seconds / events * 1e6 if events else math.nan
 
     def peak_rss_mb(self, worker: str) -> float:
         samples = [kb for _, _, kb in self.rss.get(worker, [])]
@@ -384,6 +545,7 @@ class Bench:
         self.runs: dict[str, RunResult] = {}
         self.profile: dict[str, Any] = {}
         self.template: dict[str, Any] | None = None
+        self.spy: dict[str, Any] = {}
 
     # -- set-up and tear-down
 
@@ -477,7 +639,9 @@ class Bench:
         self.agent = AgentProcess(path, self.home / "agent.log", metrics_port)
         self.agent.start()
         self.agent.wait_healthy()
-        say(f"input: writing {self.args.rows:,} rows ({self.args.update_share:.0%} updates) with the agent on")
+        say(
+            f"input: writing {self.args.rows:,} rows ({self.args.update_share:.0%} updates) with the agent on"
+        )
         inserts, updates = self.write_rows()
         self.agent.wait_published(inserts + updates, timeout_s=600)
         self.agent.wait_caught_up()
@@ -538,6 +702,7 @@ class Bench:
         profile_to: Path | None = None,
         max_seconds: float | None = None,
         checkpoints: Iterable[int] = (),
+        spy: Spy | None = None,
     ) -> RunResult:
         """Start `workers` together; time them from the first record until the group's lag is 0."""
         probe = LagProbe(self.bootstrap, topic)
@@ -566,12 +731,17 @@ class Bench:
                     first = time.monotonic()
                     cpu.start()
                     result.startup_s = first - started
+                    if spy is not None and workers[0].pid is not None:
+                        spy.start(workers[0].pid)
                     say(f"  first records consumed {result.startup_s:.1f} s after start")
                 if first is None:
                     time.sleep(0.1)
                     continue
                 at = time.monotonic() - first
                 result.timeline.append((at, done))
+                if not result.cpu_samples or at - result.cpu_samples[-1][0] >= 1.0:
+                    result.cpu_samples.append((at, done, sum(cpu_seconds(w.pid) for w in workers),
+                                               cpu_seconds(self.broker.process.pid()), system_busy_seconds()))  # fmt: skip
                 if now - last_rss >= 0.5 or (pending and done >= pending[0]):
                     for w in workers:
                         rss = proc_status(w.pid).get("VmRSS") if w.pid else None
@@ -581,7 +751,9 @@ class Bench:
                         pending.pop(0)
                     last_rss = now
                 if now - last_report >= 10:
-                    say(f"  {done:,} of {probe.total:,} records in after {at:.0f} s ({done / max(at, 1e-9):,.0f}/s)")
+                    say(
+                        f"  {done:,} of {probe.total:,} records in after {at:.0f} s ({done / max(at, 1e-9):,.0f}/s)"
+                    )
                     last_report = now
                 if max_seconds is not None and at >= max_seconds:
                     result.stopped_early = True
@@ -593,6 +765,8 @@ class Bench:
                 time.sleep(0.1)
             end = time.monotonic()
             result.cpu = cpu.stop()
+            if spy is not None:
+                spy.stop()
             result.seconds = end - first
             for w in workers:
                 result.events_in[w.name] = w.events_in() or 0
@@ -613,7 +787,11 @@ class Bench:
         return result
 
     def run_one(self) -> None:
-        self.run("one", [self.worker("w1", "bench-one", "bench.raw-copies")], "bench.raw-copies", "bench-one")
+        worker = self.worker("w1", "bench-one", "bench.raw-copies")
+        spy = None if self.args.py_spy is None else Spy(self.args.py_spy, self.home / "w1.spy")
+        self.run("one", [worker], "bench.raw-copies", "bench-one", spy=spy)
+        if spy is not None and spy.out.exists():
+            self.spy = spy_tables(spy.out, self.args.profile_top)
 
     def run_two(self) -> None:
         workers = [self.worker(f"w2{c}", "bench-two", "bench.raw-copies") for c in "ab"]
@@ -632,6 +810,8 @@ class Bench:
         )
         if not stats_path.exists():
             raise RuntimeError(f"the profiled worker wrote no stats:\n{worker.log_tail()}")
+        if self.args.keep_profile is not None:
+            shutil.copyfile(stats_path, self.args.keep_profile)
         stats = pstats.Stats(str(stats_path))
         stats.strip_dirs()
         for order in ("tottime", "cumulative"):
@@ -647,17 +827,22 @@ class Bench:
     def run_state(self) -> None:
         if self.template is None:
             raise RuntimeError("no single-row INSERT among the raw events to clone")
-        rows, per_partition = self.args.state_rows, self.args.rows_per_partition
-        say(f"state: producing {rows:,} new-row INSERTs ({per_partition} rows per partition) to bench.state")
+        rows, per_partition, per_event = (
+            self.args.state_rows,
+            self.args.rows_per_partition,
+            self.args.rows_per_event,
+        )
+        say(f"state: producing {rows:,} new-row INSERTs ({per_partition} rows per partition, {per_event} per "
+            "raw event) to bench.state")  # fmt: skip
         started = time.monotonic()
-        events = synthetic_events(self.template, rows, per_partition, seed=11)
-        asyncio.run(_produce(self.bootstrap, "bench.state", events, PARTITIONS))
+        events = synthetic_events(self.template, rows, per_partition, per_event, seed=11)
+        count = asyncio.run(_produce(self.bootstrap, "bench.state", events, PARTITIONS))
         self.input["state_produce_s"] = time.monotonic() - started
         step = 500_000 if rows >= 2_000_000 else max(1, rows // 5)
         checkpoints = [*range(step, rows, step), rows]
         self.run("state", [self.worker("ws", "bench-state", "bench.state")], "bench.state", "bench-state",
-                 checkpoints=checkpoints)  # fmt: skip
-        self.input["state_checkpoints"] = checkpoints
+                 checkpoints=[math.ceil(c / per_event) for c in checkpoints])  # fmt: skip
+        self.input.update(state_checkpoints=checkpoints, state_events=count)
 
     def go(self) -> None:
         phases = self.args.phases
@@ -690,6 +875,85 @@ def mem_total_gb() -> float:
     return math.nan
 
 
+def state_curve(bench: Bench) -> list[tuple[int, float]]:
+    """(rows in state, VmRSS MB) of the state run at each checkpoint."""
+    state = bench.runs.get("state")
+    if state is None:
+        return []
+    per_event, rows = bench.args.rows_per_event, bench.args.state_rows
+    curve = []
+    for point in bench.input["state_checkpoints"]:
+        at = next((s for s in state.rss["ws"] if s[1] * per_event >= point), None)
+        if at is not None:
+            curve.append((min(rows, at[1] * per_event), at[2] / 1000))
+    return curve
+
+
+def extrapolate(curve: list[tuple[int, float]], rows: int) -> tuple[float, float]:
+    """(MB per million rows, RSS MB at `rows`): a least-squares line through the last two thirds of the curve."""
+    points = [p for p in curve if p[0] >= curve[-1][0] / 3] if curve else []
+    if len(points) < 2:
+        return math.nan, math.nan
+    mean_x = statistics.fmean(p[0] for p in points)
+    mean_y = statistics.fmean(p[1] for p in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
+    return slope * 1e6, curve[-1][1] + slope * (rows - curve[-1][0])
+
+
+def targets(bench: Bench) -> list[str]:
+    """The acceptance targets and what this run measured against them."""
+    one, two, state = (bench.runs.get(n) for n in ("one", "two", "state"))
+    lines = ["## Against the targets", "", "| target | measured | holds |", "|---|---|---|"]
+    if one is not None:
+        dedicated = 1e6 / one.cpu_us_per_event("w1")
+        lines.append(
+            f"| raw events/s per worker at {bench.args.copies} copies per change >= {EPS_TARGET:,} | "
+            f"{one.rate:,.0f}/s (one worker, first record to lag 0; {one.middle_rate():,.0f}/s from 10% to "
+            f"90%); {one.cpu_us_per_event('w1'):.0f} CPU-µs per raw event, i.e. at most {dedicated:,.0f}/s "
+            f"on a core of its own | {'**yes**' if one.rate >= EPS_TARGET else '**no**'} |"
+        )
+    if one is not None and two is not None:
+        lines.append(
+            f"| scaling with two workers | {two.rate:,.0f}/s together ({two.rate / one.rate:.2f}x one worker; "
+            + ", ".join(f"{w} {two.events_in[w] / sum(two.events_in.values()):.0%}" for w in two.workers)
+            + f") on {os.cpu_count()} cores shared with Kafka | "
+            f"{'**yes**' if two.rate > 1.1 * one.rate else '**no**'} (see below) |"
+        )
+    curve = state_curve(bench)
+    if state is not None and curve:
+        rows, rss = curve[-1]
+        peak = state.peak_rss_mb("ws")
+        if rows >= STATE_TARGET_ROWS:
+            lines.append(
+                f"| RSS at {STATE_TARGET_ROWS:,} rows of state <= {RSS_TARGET_MB:.0f} MB | measured {rss:.0f} MB "
+                f"(peak {peak:.0f} MB) | {'**yes**' if peak <= RSS_TARGET_MB else '**no**'} |"
+            )
+        else:
+            slope, at_target = extrapolate(curve, STATE_TARGET_ROWS)
+            lines.append(
+                f"| RSS at {STATE_TARGET_ROWS:,} rows of state <= {RSS_TARGET_MB:.0f} MB | measured {rss:.0f} MB "
+                f"at {rows:,} rows (peak {peak:.0f} MB); extrapolated {at_target:.0f} MB at "
+                f"{STATE_TARGET_ROWS:,} ({slope:+.1f} MB per million rows, linear) | "
+                f"{'**yes** (extrapolated)' if at_target <= RSS_TARGET_MB else '**no** (extrapolated)'} |"
+            )
+    return [*lines, ""]
+
+
+def timeline_table(run: RunResult) -> list[str]:
+    """The run in windows: how fast, and who had the CPU (other processes starve the worker)."""
+    rows = run.windows()
+    if not rows:
+        return []
+    return [
+        f"Run `{run.name}` over time (CPU % of one core; `others` is everything else on the machine, this script included):",
+        "",
+        "| from s | events/s | workers CPU % | Kafka CPU % | others CPU % |",
+        "|---:|---:|---:|---:|---:|",
+        *(f"| {t:.0f} | {rate:,.0f} | {w:.0f} | {k:.0f} | {o:.0f} |" for t, rate, w, k, o in rows),
+        "",
+    ]
+
+
 def report(bench: Bench, command: str) -> str:
     args, runs, inp = bench.args, bench.runs, bench.input
     lines = [
@@ -709,6 +973,7 @@ def report(bench: Bench, command: str) -> str:
         f"fastavro {version('fastavro')}. Workers: `python -m cdc worker`, default settings (batches of up "
         "to 1000 events / 50 ms, JSON change events, 64 MiB shared block cache, 8 MiB write buffers).",
         "",
+        *targets(bench),
         "## Input",
         "",
         f"{inp['inserts'] + inp['updates']:,} writes to `bench.readings` (10 columns: uuid, timestamp, text, "
@@ -730,8 +995,8 @@ def report(bench: Bench, command: str) -> str:
             "samples at 10% and 90% of the input, without start-up and tail.",
             "",
             "| run | worker | raw events in | share | seconds | events/s | events/s 10-90% | CPU % | "
-            "peak RSS MB |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+            "CPU µs per event | peak RSS MB |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in throughput:
             total_in = sum(r.events_in.values())
@@ -739,12 +1004,12 @@ def report(bench: Bench, command: str) -> str:
                 lines.append(
                     f"| {r.name} | {w} | {r.events_in[w]:,} | {r.events_in[w] / total_in:.0%} | "
                     f"{r.seconds:.1f} | {r.events_in[w] / r.seconds:,.0f} | - | {r.cpu[w]:.0f} | "
-                    f"{r.peak_rss_mb(w):.0f} |"
+                    f"{r.cpu_us_per_event(w):.0f} | {r.peak_rss_mb(w):.0f} |"
                 )
             if len(r.workers) > 1:
                 lines.append(
                     f"| {r.name} | **all** | {total_in:,} | 100% | {r.seconds:.1f} | {r.rate:,.0f} | "
-                    f"{r.middle_rate():,.0f} | {sum(r.cpu[w] for w in r.workers):.0f} | - |"
+                    f"{r.middle_rate():,.0f} | {sum(r.cpu[w] for w in r.workers):.0f} | - | - |"
                 )
             else:
                 lines[-1] = lines[-1].replace("| - |", f"| {r.middle_rate():,.0f} |", 1)
@@ -753,7 +1018,9 @@ def report(bench: Bench, command: str) -> str:
             "CPU of each process over each run, % of one core (the machine has "
             f"{(os.cpu_count() or 1) * 100}%; `other` is every other process on the machine):",
             "",
-            "| run | " + " | ".join(f"{k}" for k in ("workers", "Kafka", "benchmark", "other processes")) + " |",
+            "| run | "
+            + " | ".join(f"{k}" for k in ("workers", "Kafka", "benchmark", "other processes"))
+            + " |",
             "|---|---:|---:|---:|---:|",
         ]
         for r in throughput:
@@ -776,14 +1043,15 @@ def report(bench: Bench, command: str) -> str:
                     f"{batches:,.0f} | {mean_ms:.0f} |"
                 )
         lines.append("")
+        for r in throughput:
+            lines += timeline_table(r)
     state = runs.get("state")
     if state is not None:
-        samples = state.rss["ws"]
         lines += [
             "## Memory as the state grows",
             "",
-            f"{args.state_rows:,} INSERTs of new rows ({args.rows_per_partition} rows per partition key), each "
-            "a copy of a real raw event of `bench.readings` with its own key, clustering, write time, digest "
+            f"{args.state_rows:,} INSERTs of new rows ({args.rows_per_partition} rows per partition key, "
+            f"{args.rows_per_event} per raw event), each a copy of a real raw event of `bench.readings` with its own key, clustering, write time, digest "
             "and values, one copy each (copies add no state: a duplicate is dropped by its digest), produced "
             f"to a topic of {PARTITIONS} partitions in {inp['state_produce_s']:.0f} s before the worker "
             f"started; one worker merged them in {state.seconds:.0f} s ({state.rate:,.0f} events/s, CPU "
@@ -792,15 +1060,13 @@ def report(bench: Bench, command: str) -> str:
             "| rows in state | VmRSS MB |",
             "|---:|---:|",
         ]
-        for point in bench.input["state_checkpoints"]:
-            at = next((s for s in samples if s[1] >= point), None)
-            if at is not None:
-                lines.append(f"| {at[1]:,} | {at[2] / 1000:.0f} |")
+        lines += [f"| {rows:,} | {rss:.0f} |" for rows, rss in state_curve(bench)]
         lines += [
             "",
             f"Peak VmRSS {state.peak_rss_mb('ws'):.0f} MB (VmHWM at stop {state.hwm_mb['ws']:.0f} MB); "
             f"RocksDB directories {state.state_mb['ws']:.0f} MB on disk.",
             "",
+            *timeline_table(state),
         ]
     if bench.profile:
         prof = bench.profile
@@ -824,6 +1090,38 @@ def report(bench: Bench, command: str) -> str:
             "```",
             "",
         ]
+    if bench.spy:
+        spy = bench.spy
+        lines += [
+            "## Sampled profile of the `one` worker (py-spy)",
+            "",
+            f"py-spy (`record -r 100 -F --nonblocking`, attached to the worker of the `one` run from its first "
+            f"record to the end): {spy['samples']:,} samples of its Python threads while they ran (waits in "
+            "epoll are not sampled, so shares are of the worker's CPU time, with little profiler overhead). "
+            "Own time (the sampled frame itself, C calls included):",
+            "",
+            "```",
+            spy["self"],
+            "```",
+            "",
+            "Inclusive (the frame anywhere on the stack; the event loop's own trunk left out):",
+            "",
+            "```",
+            spy["inclusive"],
+            "```",
+            "",
+            "Where the worker's CPU goes (a sample goes to the first of these parts with a frame on its stack, "
+            "in the order of `_OWN_BUCKETS` then `_LIBRARY_BUCKETS` in the script: the worker's own code "
+            "first, so that a send made by the batch loop counts as the transaction's):",
+            "",
+            "| part | share of worker CPU | µs per raw event |",
+            "|---|---:|---:|",
+            *(
+                f"| {name} | {share:.0%} | {share * runs['one'].cpu_us_per_event('w1'):.0f} |"
+                for name, share in spy["buckets"]
+            ),
+            "",
+        ]
     problems = [p for r in runs.values() for p in r.problems]
     if problems:
         lines += ["Worker log warnings and errors:", "", "```", *problems[:15], "```", ""]
@@ -844,17 +1142,29 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--profile", action="store_true", help="add the profiled run")
     parser.add_argument("--profile-seconds", type=float, default=60, help="longest profiled run (default 60)")
+    parser.add_argument(
+        "--py-spy", type=Path, metavar="EXE", help="also sample the `one` worker with this py-spy executable"
+    )
+    parser.add_argument("--keep-profile", type=Path, metavar="FILE", help="copy the cProfile stats here")
     parser.add_argument("--profile-top", type=int, default=15, help="functions listed per order (default 15)")
     parser.add_argument(
-        "--state-rows", type=int, default=3_000_000, help="rows of the state run (default 3000000; 0 skips it)"
+        "--state-rows",
+        type=int,
+        default=1_000_000,
+        help="rows of the state run (default 1000000; 0 skips it)",
     )
     parser.add_argument("--rows-per-partition", type=int, default=100, help="state run (default 100)")
+    parser.add_argument(
+        "--rows-per-event", type=int, default=1, help="state run: rows per raw event (default 1)"
+    )
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     return parser.parse_args(argv)
 
 
 def main() -> int:
     args = parse_args(sys.argv[1:])
+    if args.rows_per_partition % args.rows_per_event:
+        raise SystemExit("--rows-per-partition must be a multiple of --rows-per-event")
     command = " ".join(["bench/worker_pipeline.py", *sys.argv[1:]])
     with tempfile.TemporaryDirectory(prefix="cdc-bench-worker-") as tmp:
         bench = Bench(args, Path(tmp))

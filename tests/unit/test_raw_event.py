@@ -14,9 +14,12 @@ from schemas.raw_event import (
     decode_raw_key,
     encode_raw_event,
     encode_raw_key,
+    peek_raw_event,
     raw_event_record,
 )
 from tests.unit.legacy_fixtures import decode_fixture
+from tests.unit.state.event_builder import EventBuilder, Write
+from tests.unit.state.support import table
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +65,20 @@ def test_key_is_replica_independent_and_round_trips(updates: list[PartitionUpdat
 def test_garbage_is_a_clear_error() -> None:
     with pytest.raises(RawEventError, match="raw event does not decode"):
         decode_raw_event(b"\x02\xff\xff")
+
+
+def test_peek_reads_keyspace_table_and_digest_without_decoding_the_body() -> None:
+    """The hand-read head agrees with fastavro's full decode, and a cut event is a RawEventError."""
+    schema = table("kv")
+    event = EventBuilder(schema).event(Write(key=7, clustering=(1,), values={"w": "x"}, ts=5))
+    event["keyspace"], event["table"] = "ks_é", "t" * 300
+    data = encode_raw_event(event)
+    head = peek_raw_event(data)
+    decoded = decode_raw_event(data)
+    assert (head.keyspace, head.table, head.digest) == (
+        decoded["keyspace"],
+        decoded["table"],
+        decoded["digest"],
+    )
+    with pytest.raises(RawEventError):
+        peek_raw_event(data[: len(data) // 3])
