@@ -34,28 +34,33 @@ class OpenTransaction:
 
     producer: AIOKafkaProducer
     transactional_id: str
+    #: no step may wait longer: aiokafka waits for a lost coordinator without a deadline
+    timeout_s: float
     pending: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
     records: int = 0
 
     async def send(
         self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
     ) -> None:
-        self.pending.append(await self.producer.send(topic, value=value, key=key, partition=partition))
+        try:
+            sent = await asyncio.wait_for(
+                self.producer.send(topic, value=value, key=key, partition=partition), self.timeout_s
+            )
+        except TimeoutError as exc:
+            raise TransactionFailed(f"a send to {topic} waited over {self.timeout_s:.0f} s") from exc
+        self.pending.append(sent)
         self.records += 1
 
     async def commit(self, offsets: Mapping[TopicPartition, int], group_id: str) -> dict[TopicPartition, int]:
         """Commit; return the next offset after the last record written to each topic partition."""
         try:
-            written = await asyncio.gather(*self.pending)
-            if offsets:
-                await self.producer.send_offsets_to_transaction(dict(offsets), group_id)
-            await self.producer.commit_transaction()
+            written = await asyncio.wait_for(self._finish(offsets, group_id), self.timeout_s)
         except ProducerFenced as exc:
             raise TransactionFailed(
                 f"transactional id {self.transactional_id} was taken over by another worker; this one stops",
                 fatal=True,
             ) from exc
-        except (KafkaError, OSError, AssertionError) as exc:  # aiokafka asserts on its fatal states
+        except (KafkaError, OSError, AssertionError, TimeoutError) as exc:  # aiokafka asserts on fatal states
             await self._abort_quietly()
             raise TransactionFailed(
                 f"transaction of {self.records} records ({self.transactional_id}) did not commit: {exc!r}"
@@ -66,6 +71,13 @@ class OpenTransaction:
             next_offsets[tp] = max(next_offsets.get(tp, 0), meta.offset + 1)
         return next_offsets
 
+    async def _finish(self, offsets: Mapping[TopicPartition, int], group_id: str) -> list[RecordMetadata]:
+        written = await asyncio.gather(*self.pending)
+        if offsets:
+            await self.producer.send_offsets_to_transaction(dict(offsets), group_id)
+        await self.producer.commit_transaction()
+        return written
+
     async def abort(self) -> None:
         await self._abort_quietly()
 
@@ -73,7 +85,7 @@ class OpenTransaction:
         for future in self.pending:
             future.cancel()
         try:
-            await self.producer.abort_transaction()
+            await asyncio.wait_for(self.producer.abort_transaction(), self.timeout_s)
         except Exception as exc:  # the producer may be in a fatal state; it is replaced anyway
             log.warning(
                 "abort of transaction %s failed (%r); the broker aborts it on timeout",
@@ -105,11 +117,18 @@ class TransactionalSink:
             "max_batch_size": 256 * 1024,
         }
         self._producer: AIOKafkaProducer | None = None
+        self.timeout_s = max(10.0, transaction_timeout_ms / 1000)
 
     async def start(self) -> None:
         """Connect and register the transactional id (which fences an earlier producer with the same id)."""
-        self._producer = AIOKafkaProducer(**self._settings)
-        await self._producer.start()
+        producer = AIOKafkaProducer(**self._settings)
+        try:
+            await asyncio.wait_for(producer.start(), self.timeout_s * 3)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await producer.stop()
+            raise
+        self._producer = producer
 
     async def restart(self) -> None:
         """A fresh producer with the same transactional id: registering it aborts whatever transaction the
@@ -124,10 +143,10 @@ class TransactionalSink:
         if self._producer is None:
             raise TransactionFailed(f"the transactional producer {self.transactional_id} is not started")
         try:
-            await self._producer.begin_transaction()
-        except (KafkaError, OSError, AssertionError) as exc:
+            await asyncio.wait_for(self._producer.begin_transaction(), self.timeout_s)
+        except (KafkaError, OSError, AssertionError, TimeoutError) as exc:
             raise TransactionFailed(f"cannot begin a transaction ({self.transactional_id}): {exc!r}") from exc
-        return OpenTransaction(self._producer, self.transactional_id)
+        return OpenTransaction(self._producer, self.transactional_id, self.timeout_s)
 
     async def stop(self) -> None:
         if self._producer is not None:

@@ -31,6 +31,7 @@ def test_short_run_with_every_fault_loses_invents_and_repeats_nothing(
         clients=4,
         workers=2,
         faults=list(KINDS),
+        idle_timeout_s=420,
         report_path=report_path,
     )
     report = VerifyRun(infra_settings, options, say=print).run()
