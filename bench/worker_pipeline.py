@@ -550,6 +550,7 @@ class Bench:
     # -- set-up and tear-down
 
     def up(self) -> None:
+        self.env["code"] = code_version()
         self.env["load_before"] = os.getloadavg()
         say(f"load average before start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
         say(f"starting Kafka on {self.bootstrap}")
@@ -868,6 +869,18 @@ def cpu_model() -> str:
     return "unknown CPU"
 
 
+def code_version() -> str:
+    """The commit measured, and whether the worker's code had uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                              text=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "app", "state", "schemas", "cdc"],
+                               cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown commit"
+    return f"commit {head}" + (" with uncommitted changes in app/, state/, schemas/ or cdc/" if dirty else "")
+
+
 def mem_total_gb() -> float:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemTotal"):
@@ -970,8 +983,8 @@ def report(bench: Bench, command: str) -> str:
         f"Versions: Python {sys.version.split()[0]}, Cassandra {bench.env.get('cassandra', '?')} (one node, "
         f"CDC on), Kafka {bench.settings.kafka_version} (one KRaft broker), faust-streaming "
         f"{version('faust-streaming')}, aiokafka {version('aiokafka')}, rocksdict {version('rocksdict')}, "
-        f"fastavro {version('fastavro')}. Workers: `python -m cdc worker`, default settings (batches of up "
-        "to 1000 events / 50 ms, JSON change events, 64 MiB shared block cache, 8 MiB write buffers).",
+        f"fastavro {version('fastavro')}. Code: {bench.env['code']}. Workers: `python -m cdc worker`, default "
+        "settings (batches of up to 1000 events / 50 ms, JSON change events, 64 MiB shared block cache, 8 MiB write buffers).",
         "",
         *targets(bench),
         "## Input",
