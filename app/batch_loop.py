@@ -149,13 +149,14 @@ class BatchLoop:
             out: list[CleanRecord] = []
             dead: list[tuple[RawRecord, str]] = []
             offsets: dict[TopicPartition, int] = {}
+            schemas = self._schemas_by_id()
             try:
                 for record in mine:
                     txn = txns.get(record.partition)
                     if txn is None:
                         txn = txns[record.partition] = self.partitions.store(record.partition).transaction()
                         # what expired by now goes out before any event is merged on top of it
-                        self.processor.expire(txn, self._schemas_by_id(), now_ms, out)
+                        self.processor.expire(txn, schemas, now_ms, out)
                     tp = TopicPartition(self.topics.raw, record.partition)
                     offsets[tp] = max(offsets.get(tp, 0), record.offset + 1)
                     problem = await self._merge(txn, record, now_ms, out)
@@ -178,9 +179,7 @@ class BatchLoop:
         if record.value is None:
             return "raw record without a value"
         try:
-            head = peek_raw_event(record.value)
-            if txn.seen_digest(head.digest):  # a replica's copy: no need to decode the rest
-                self.stats.record(f"{head.keyspace}.{head.table}", "duplicate")
+            if self.processor.drop_duplicate(txn, peek_raw_event(record.value)):
                 return None
             event = decode_raw_event(record.value)
         except RawEventError as exc:
@@ -215,10 +214,11 @@ class BatchLoop:
             txns: dict[int, StateTransaction] = {}
             out: list[CleanRecord] = []
             looked = 0
+            schemas = self._schemas_by_id()
             try:
                 for partition, store in stores.items():
                     txn = txns[partition] = store.transaction()
-                    looked += self.processor.expire(txn, self._schemas_by_id(), now_ms, out)
+                    looked += self.processor.expire(txn, schemas, now_ms, out)
                     if forget:
                         self.stats.digests_expired.inc(
                             txn.expire_digests(now_ms - self.digest_horizon_ms, 100_000)

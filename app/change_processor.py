@@ -18,6 +18,7 @@ from agents.commitlog.table_schema import TableSchema
 from app.worker_stats import WorkerStats
 from schemas.change_codec import ChangeCodec
 from schemas.change_event import ChangeSource, change_envelope, change_key, clean_topic_name
+from schemas.raw_event import RawEventHead
 from state.change import RowChange, apply_prepared_with_changes, expiry_changes
 from state.partition_state import PartitionState, prepare_event
 from state.store_transaction import DueExpiry, StateTransaction
@@ -104,18 +105,23 @@ class ChangeProcessor:
         now_ms: int,
         out: list[CleanRecord],
     ) -> str:
-        """Merge one raw event; append its change records to ``out``; return its outcome (see worker_stats)."""
-        name = f"{schema.keyspace}.{schema.table}"
-        digest = event["digest"]
-        if txn.seen_digest(digest):
-            outcome = "duplicate"
-        elif schema.is_counter and self.refuse_counters:
+        """Merge one raw event that ``drop_duplicate`` let through; append its change records to ``out``;
+        return its outcome (see worker_stats)."""
+        if schema.is_counter and self.refuse_counters:
             outcome = "refused"
         else:
-            txn.remember_digest(digest, now_ms)
+            txn.remember_digest(event["digest"], now_ms)
             outcome = self._merge(txn, event, schema, now_ms, out)
-        self.stats.record(name, outcome)
+        self.stats.record(f"{schema.keyspace}.{schema.table}", outcome)
         return outcome
+
+    def drop_duplicate(self, txn: StateTransaction, head: RawEventHead) -> bool:
+        """Whether the update was merged before (a replica's copy, a redelivery); it is then only counted.
+        Decided on the event head, so a copy is never decoded."""
+        if not txn.seen_digest(head.digest):
+            return False
+        self.stats.record(f"{head.keyspace}.{head.table}", "duplicate")
+        return True
 
     def _merge(
         self,

@@ -107,8 +107,10 @@ class Worker:
             stats=self.stats,
             digest_horizon_s=settings.digest_horizon_s,
         )
-        host = settings.web_bind if settings.web_bind not in ("0.0.0.0", "::") else socket.gethostname()
-        self.url = f"http://{host}:{settings.web_port}"
+        self.web_host = (
+            settings.web_bind if settings.web_bind not in ("0.0.0.0", "::") else socket.gethostname()
+        )
+        self.url = f"http://{self.web_host}:{settings.web_port}"
         self.owners = OwnerDirectory(
             kafka.bootstrap_servers, f"{settings.app_id}.owners", self.url, settings.worker_id
         )
@@ -117,7 +119,6 @@ class Worker:
 
     def _build_app(self) -> faust.App:
         settings, kafka = self.settings, self.config.kafka
-        host = self.url.split("//", 1)[1].rsplit(":", 1)[0]
         app = faust.App(
             settings.app_id,
             broker=[f"kafka://{server}" for server in kafka.bootstrap_servers.split(",")],
@@ -130,7 +131,7 @@ class Worker:
             web_enabled=True,
             web_bind=settings.web_bind,
             web_port=settings.web_port,
-            web_host=host,
+            web_host=self.web_host,
             canonical_url=self.url,
             web_tables_enabled=False,
             consumer_auto_offset_reset="earliest",
