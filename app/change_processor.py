@@ -18,9 +18,10 @@ from agents.commitlog.table_schema import TableSchema
 from app.worker_stats import WorkerStats
 from schemas.change_codec import ChangeCodec
 from schemas.change_event import ChangeSource, change_envelope, change_key, clean_topic_name
-from schemas.raw_event import RawEventHead
+from schemas.raw_event import RawEventHead, is_snapshot_source
 from state.change import RowChange, apply_prepared_with_changes, expiry_changes
 from state.partition_state import PartitionState, prepare_event
+from state.snapshot_lists import adopt_snapshot_list_paths, drop_known_list_elements
 from state.store_transaction import DueExpiry, StateTransaction
 from state.table_layout import layout_for
 
@@ -135,6 +136,11 @@ class ChangeProcessor:
         layout = layout_for(schema)
         prepared = prepare_event(event, layout)
         state = txn.load(schema, prepared, now_s)
+        snapshot = is_snapshot_source(event["source"])
+        if snapshot:
+            drop_known_list_elements(state, prepared, layout)
+        else:
+            adopt_snapshot_list_paths(state, prepared, layout)
         result, changes = apply_prepared_with_changes(state, prepared, layout, now_s)
         if not result.changed:
             return "late"
@@ -147,7 +153,7 @@ class ChangeProcessor:
         )
         if not changes:
             return "noop"
-        source = event["source"]
+        source = event["source"]  # a bootstrap read (snapshot) has no node, segment or offset
         write_time = event_write_time(event)
         for change in changes:
             self._emit(
@@ -158,9 +164,10 @@ class ChangeProcessor:
                     keyspace=schema.keyspace,
                     table=schema.table,
                     write_time_us=_change_write_time(change, write_time),
-                    node=source["node"],
-                    segment_id=source["segment_id"],
-                    offset=source["entry_offset"],
+                    node=None if snapshot else source["node"],
+                    segment_id=None if snapshot else source["segment_id"],
+                    offset=None if snapshot else source["entry_offset"],
+                    snapshot=snapshot,
                 ),
                 now_ms,
                 out,

@@ -57,7 +57,11 @@ class TableSchemas:
             enable_auto_commit=False,
             request_timeout_ms=self.request_timeout_ms,
         )
-        await consumer.start()
+        try:
+            await consumer.start()
+        except BaseException:
+            await consumer.stop()  # a consumer that never connected still holds its client
+            raise
         self._consumer = consumer
         try:
             partitions = await self._partitions(consumer)

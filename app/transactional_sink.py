@@ -20,12 +20,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
 from app.errors import TransactionFailed
 
 log = logging.getLogger(__name__)
+
+
+def _fenced(transactional_id: str) -> TransactionFailed:
+    return TransactionFailed(
+        f"transactional id {transactional_id} was taken over by another worker; this one stops", fatal=True
+    )
 
 
 @dataclass(slots=True)
@@ -48,6 +54,15 @@ class OpenTransaction:
             )
         except TimeoutError as exc:
             raise TransactionFailed(f"a send to {topic} waited over {self.timeout_s:.0f} s") from exc
+        except ProducerFenced as exc:
+            raise _fenced(self.transactional_id) from exc
+        except (KafkaError, IllegalOperation, AssertionError) as exc:
+            # the producer's sender routine failed (a broker restart) and left the transaction in a fatal
+            # state: aiokafka then refuses sends "while not in transaction"; a new producer retries it
+            await self._abort_quietly()
+            raise TransactionFailed(
+                f"a send to {topic} failed inside transaction {self.transactional_id}: {exc!r}"
+            ) from exc
         self.pending.append(sent)
         self.records += 1
 
@@ -56,11 +71,8 @@ class OpenTransaction:
         try:
             written = await asyncio.wait_for(self._finish(offsets, group_id), self.timeout_s)
         except ProducerFenced as exc:
-            raise TransactionFailed(
-                f"transactional id {self.transactional_id} was taken over by another worker; this one stops",
-                fatal=True,
-            ) from exc
-        except (KafkaError, OSError, AssertionError, TimeoutError) as exc:  # aiokafka asserts on fatal states
+            raise _fenced(self.transactional_id) from exc
+        except (KafkaError, OSError, AssertionError, IllegalOperation, TimeoutError) as exc:  # fatal states
             await self._abort_quietly()
             raise TransactionFailed(
                 f"transaction of {self.records} records ({self.transactional_id}) did not commit: {exc!r}"
@@ -144,7 +156,7 @@ class TransactionalSink:
             raise TransactionFailed(f"the transactional producer {self.transactional_id} is not started")
         try:
             await asyncio.wait_for(self._producer.begin_transaction(), self.timeout_s)
-        except (KafkaError, OSError, AssertionError, TimeoutError) as exc:
+        except (KafkaError, OSError, AssertionError, IllegalOperation, TimeoutError) as exc:
             raise TransactionFailed(f"cannot begin a transaction ({self.transactional_id}): {exc!r}") from exc
         return OpenTransaction(self._producer, self.transactional_id, self.timeout_s)
 

@@ -13,6 +13,7 @@ from agents.errors import AgentError
 from app.errors import WorkerError
 from cdc.logs import configure_logging
 from infra.errors import InfraError
+from pipeline.errors import PipelineError
 
 
 def _infra_settings(args: argparse.Namespace):
@@ -25,7 +26,7 @@ def _infra_settings(args: argparse.Namespace):
 
 
 def _cmd_infra_fetch(args: argparse.Namespace) -> int:
-    from infra.artifacts import ensure_cassandra, ensure_kafka
+    from infra.artifacts import ensure_cassandra, ensure_kafka, ensure_spark_connectors
     from infra.toolchain import find_java, find_maven
 
     settings = _infra_settings(args)
@@ -33,6 +34,10 @@ def _cmd_infra_fetch(args: argparse.Namespace) -> int:
     print(f"java {java.version} at {java.executable}; maven at {find_maven()}")
     print(f"cassandra {settings.cassandra_version} jars: {ensure_cassandra(settings)}")
     print(f"kafka {settings.kafka_version} jars: {ensure_kafka(settings)}")
+    print(
+        f"spark {settings.spark_version} kafka connector and delta {settings.delta_version} jars: "
+        f"{ensure_spark_connectors(settings)}"
+    )
     return 0
 
 
@@ -83,6 +88,22 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     configure_logging(verbose=args.verbose, json_lines=args.log_format == "json")
     return run_worker(config)
+
+
+def _cmd_pipeline(args: argparse.Namespace) -> int:
+    """`cdc pipeline JOB`: each job module has `run(config, args) -> exit code`."""
+    import importlib
+
+    from cdc.config import ConfigError, load_config
+
+    config = load_config(args.config)
+    if config.pipeline is None:
+        raise ConfigError(
+            f"{config.source} has no pipeline section; `cdc pipeline` needs at least pipeline.lake_directory"
+        )
+    configure_logging(verbose=args.verbose, json_lines=args.log_format == "json")
+    job = importlib.import_module(f"pipeline.{args.job}_job")
+    return job.run(config, args)
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -230,6 +251,41 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep agent and worker running and show further events until Ctrl-C",
     )
     demo.set_defaults(func=_cmd_demo)
+
+    pipeline = commands.add_parser("pipeline", help="Spark jobs: lake tables, bootstrap, replay, reconcile")
+    jobs = pipeline.add_subparsers(dest="job", required=True, metavar="JOB")
+    job_help = {
+        "lake": "stream the clean topics into one Delta table per CDC table (MERGE per micro-batch)",
+        "bootstrap": "read the rows that existed before CDC from Cassandra and feed them to the workers",
+        "replay": "rebuild row images from the raw topic in batch with the workers' merge code",
+        "reconcile": "compare a lake table (or replayed images) with Cassandra, key by key",
+    }
+    for name, text in job_help.items():
+        job = jobs.add_parser(name, help=text, description=text)
+        job.add_argument("--config", type=Path, required=True, help="YAML file with a pipeline section")
+        job.add_argument(
+            "--tables", default="", help="comma list of keyspace.table to work on (default: every CDC table)"
+        )
+        job.add_argument("--log-format", choices=["text", "json"], default="text")
+        job.set_defaults(func=_cmd_pipeline)
+        if name == "lake":
+            job.add_argument(
+                "--once", action="store_true", help="take everything waiting, then stop (no streaming)"
+            )
+        if name == "replay":
+            job.add_argument(
+                "--output", type=Path, help="write the replayed images as Delta tables under this folder"
+            )
+            job.add_argument(
+                "--compare", action="store_true", help="check the images against the clean topics"
+            )
+        if name == "reconcile":
+            job.add_argument(
+                "--against",
+                default="lake",
+                help="what to compare with Cassandra: lake (default) or a replay output folder",
+            )
+            job.add_argument("--report", type=Path, help="write the differences as JSON here")
     return parser
 
 
@@ -238,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(verbose=args.verbose)
     try:
         return args.func(args)
-    except (InfraError, CommitLogError, AgentError, WorkerError, ValueError) as exc:
+    except (InfraError, CommitLogError, AgentError, WorkerError, PipelineError, ValueError) as exc:
         print(f"cdc: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

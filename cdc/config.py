@@ -124,12 +124,41 @@ class WorkerConfig:
 
 
 @dataclass(slots=True, frozen=True)
+class PipelineConfig:
+    """The Spark jobs (`cdc pipeline lake|bootstrap|replay|reconcile`)."""
+
+    lake_directory: Path
+    """Delta tables, one per CDC table: <lake_directory>/<keyspace>/<table>."""
+    checkpoint_directory: Path | None = None
+    """Streaming checkpoints of the lake job; default <lake_directory>/_checkpoints."""
+    clean_topic_prefix: str = "cdc"
+    """Prefix of the clean topics the lake job reads (the workers' clean_topic_prefix)."""
+    master: str = "local[2]"
+    driver_memory: str = "1g"
+    shuffle_partitions: int = 4
+    trigger_interval_s: int = 5
+    """How often the lake job starts a micro-batch when changes are waiting."""
+    max_offsets_per_trigger: int = 500_000
+    """Upper bound on clean events per micro-batch, so a backlog is taken in bounded steps."""
+    tombstone_retention_s: int = 7 * 86400
+    """How long the lake remembers a deleted key's position, so a replayed older change cannot bring
+    the row back; keep it at least the clean topics' delete.retention.ms."""
+    bootstrap_splits: int = 64
+    """Token ranges a bootstrap or reconcile scan of one table is cut into (Spark tasks)."""
+    scan_page_size: int = 1000
+    """Rows per page when scanning Cassandra."""
+    scan_consistency: Literal["ONE", "LOCAL_QUORUM", "QUORUM", "ALL"] = "LOCAL_QUORUM"
+    """Consistency of bootstrap reads; reconcile always reads at ALL."""
+
+
+@dataclass(slots=True, frozen=True)
 class CdcConfig:
     cluster: str = "cdc-local"
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     cassandra: CassandraConfig = field(default_factory=CassandraConfig)
     agent: AgentConfig | None = None
     worker: WorkerConfig | None = None
+    pipeline: PipelineConfig | None = None
     source: str = "<defaults>"
 
 
@@ -211,6 +240,8 @@ def _build(cls: type, data: Any, prefix: str, origin: dict[str, str]) -> Any:
         _check_agent(values, prefix, origin)
     if cls is WorkerConfig:
         _check_worker(values, prefix, origin)
+    if cls is PipelineConfig:
+        _check_pipeline(values, prefix, origin)
     return cls(**values)
 
 
@@ -310,4 +341,25 @@ def _check_worker(values: dict[str, Any], prefix: str, origin: dict[str, str]) -
         raise ConfigError(
             f"config key {prefix}app_id: {app_id!r} must use only letters, digits, '.', '_' and '-' "
             f"(it names Kafka topics) ({source('app_id')})"
+        )
+
+
+def _check_pipeline(values: dict[str, Any], prefix: str, origin: dict[str, str]) -> None:
+    def source(name: str) -> str:
+        return origin.get(prefix + name, "file")
+
+    for name in ("shuffle_partitions", "trigger_interval_s", "max_offsets_per_trigger", "bootstrap_splits",
+                 "scan_page_size"):  # fmt: skip
+        if name in values and values[name] == 0:
+            raise ConfigError(f"config key {prefix}{name} must be greater than 0 ({source(name)})")
+    memory = values.get("driver_memory")
+    if memory is not None and not re.fullmatch(r"[1-9][0-9]*[kmgKMG]", memory):
+        raise ConfigError(
+            f"config key {prefix}driver_memory: {memory!r} must look like 512m or 2g ({source('driver_memory')})"
+        )
+    master = values.get("master")
+    if master is not None and not re.fullmatch(r"local(\[(\*|[1-9][0-9]*)\])?|(spark|yarn|k8s)\S*", master):
+        raise ConfigError(
+            f"config key {prefix}master: {master!r} is not a Spark master (local[2], spark://host:7077, yarn) "
+            f"({source('master')})"
         )

@@ -20,6 +20,8 @@ from infra.toolchain import find_maven
 log = logging.getLogger(__name__)
 
 POM_DIR = Path(__file__).resolve().parent / "maven"
+#: sends the extra repositories some parent POMs declare (Spark's) to Maven Central itself
+GLOBAL_SETTINGS = POM_DIR / "settings.xml"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 _STAMP = ".complete"
 
@@ -31,7 +33,7 @@ def _copy_dependencies(pom: Path, target: Path, properties: dict[str, str]) -> f
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     cmd = [
-        str(mvn), "-B", "-q", "-f", str(pom),
+        str(mvn), "-B", "-q", "-gs", str(GLOBAL_SETTINGS), "-f", str(pom),
         f"{DEPENDENCY_PLUGIN}:copy-dependencies",
         "-DincludeScope=runtime",
         f"-DoutputDirectory={staging}",
@@ -75,6 +77,16 @@ def ensure_kafka(settings: InfraSettings) -> Path:
         POM_DIR / "kafka" / "pom.xml", settings.kafka_libs, {"kafka.version": settings.kafka_version}
     )
     return settings.kafka_libs
+
+
+def ensure_spark_connectors(settings: InfraSettings) -> Path:
+    """The folder of the Kafka connector and Delta Lake jars for PySpark, downloading them on first use."""
+    _copy_dependencies(
+        POM_DIR / "spark" / "pom.xml",
+        settings.spark_connector_jars,
+        {"spark.version": settings.spark_version, "delta.version": settings.delta_version},
+    )
+    return settings.spark_connector_jars
 
 
 def find_jar(lib: Path, prefix: str) -> Path:

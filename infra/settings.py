@@ -12,6 +12,10 @@ from pathlib import Path
 
 CASSANDRA_VERSION = "5.0.8"
 KAFKA_VERSION = "3.9.2"
+#: the PySpark release pinned in pyproject.toml; the Kafka connector jars must match it exactly
+SPARK_VERSION = "4.2.0"
+#: Delta Lake built for that Spark line (artifact delta-spark_4.2_2.13)
+DELTA_VERSION = "4.4.0"
 
 
 def _env_path(name: str, default: Path) -> Path:
@@ -39,6 +43,8 @@ class InfraSettings:
     """Downloaded jars, shared by every checkout on the machine."""
     cassandra_version: str = CASSANDRA_VERSION
     kafka_version: str = KAFKA_VERSION
+    spark_version: str = SPARK_VERSION
+    delta_version: str = DELTA_VERSION
     cassandra_heap_mb: int = 1024
     kafka_heap_mb: int = 512
     commitlog_sync_period_ms: int = 100
@@ -65,6 +71,10 @@ class InfraSettings:
     def kafka_libs(self) -> Path:
         return self.cache / f"kafka-{self.kafka_version}" / "libs"
 
+    @property
+    def spark_connector_jars(self) -> Path:
+        return self.cache / f"spark-{self.spark_version}-connectors-delta-{self.delta_version}"
+
     @classmethod
     def from_env(cls, **overrides: object) -> InfraSettings:
         """Defaults, then CDC_* environment variables, then explicit overrides (from the command line)."""
@@ -75,6 +85,12 @@ class InfraSettings:
             "kafka_heap_mb": _env_int("CDC_KAFKA_HEAP_MB", 512),
             "commitlog_sync_period_ms": _env_int("CDC_COMMITLOG_SYNC_PERIOD_MS", 100),
             "start_timeout_s": _env_int("CDC_START_TIMEOUT_S", 240),
+            # Ports move together with CDC_HOME when a second set of services must run beside the first.
+            "kafka_port": _env_int("CDC_KAFKA_PORT", 9092),
+            "kafka_controller_port": _env_int("CDC_KAFKA_CONTROLLER_PORT", 9093),
+            "cql_port": _env_int("CDC_CQL_PORT", 9042),
+            "storage_port": _env_int("CDC_STORAGE_PORT", 7000),
+            "jmx_base_port": _env_int("CDC_JMX_BASE_PORT", 7199),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)  # type: ignore[arg-type]
@@ -87,5 +103,9 @@ class InfraSettings:
                 f"commitlog_sync_period_ms={self.commitlog_sync_period_ms} is out of range 1..10000 "
                 "(CDC latency follows it; 100 ms is the default)"
             )
+        for name in ("kafka_port", "kafka_controller_port", "cql_port", "storage_port", "jmx_base_port"):
+            port = getattr(self, name)
+            if not 1 <= port <= 65_535:
+                raise ValueError(f"{name}={port} is not a TCP port (set CDC_{name.upper()} to 1..65535)")
         if self.cassandra_heap_mb < 256 or self.kafka_heap_mb < 128:
             raise ValueError("cassandra_heap_mb must be >= 256 and kafka_heap_mb >= 128")

@@ -115,7 +115,10 @@ def change_envelope(
 ) -> dict[str, Any]:
     """The Debezium envelope of one row change, with full row images as ``decode_row`` gives them.
 
-    A ``snapshot`` source turns a create into a read (``op`` ``r``); a snapshot cannot update or delete.
+    A ``snapshot`` source (a bootstrap read merged by a worker) turns a create into a read (``op`` ``r``).
+    Other ops keep their letter with ``source.snapshot`` set: a bootstrap read completes a row live writes
+    had already partly written (``u``), and a TTL'd cell whose expiry passed while the read travelled can
+    even take a value or the row away (``u``, ``d``) - the change Cassandra made when it expired.
     """
     op = change.op
     shape = _SHAPES.get(op)
@@ -126,11 +129,7 @@ def change_envelope(
             f"{schema.name}: op {op!r} with before={'set' if change.before else 'None'}, "
             f"after={'set' if change.after else 'None'}"
         )
-    if source.snapshot:
-        if op != "c":
-            raise ChangeEventError(
-                f"{schema.name}: a snapshot (bootstrap) source can only read rows, not {op!r}"
-            )
+    if source.snapshot and op == "c":
         op = "r"
     try:
         before = None if change.before is None else decode_row(change.before, schema)

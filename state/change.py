@@ -41,13 +41,19 @@ class RowChange:
     after: RowImage | None
 
 
-def diff(key: bytes | None, before: RowImage | None, after: RowImage | None) -> RowChange | None:
-    """The change between two images of the same row, or None when nothing visible changed."""
+def diff(
+    key: bytes | None,
+    before: RowImage | None,
+    after: RowImage | None,
+    lists: frozenset[str] = frozenset(),
+) -> RowChange | None:
+    """The change between two images of the same row, or None when nothing visible changed (``lists``:
+    the table's list columns, see ``same_columns``)."""
     if before is None:
         return None if after is None else RowChange("c", key, None, after)
     if after is None:
         return RowChange("d", key, before, None)
-    if before.same_values(after):
+    if before.same_values(after, lists):
         return None
     return RowChange("u", key, before, after)
 
@@ -89,16 +95,16 @@ def apply_prepared_with_changes(
     if static_touched and result.static:
         static_after = static_columns(state, layout, now_s)
     changed_keys: set[bytes] = set(result.rows)
-    if not same_columns(static_before, static_after):
+    if not same_columns(static_before, static_after, layout.lists):
         changed_keys.update(state.rows)
     changes = []
     if has_static:
-        change = diff(None, only_before, static_only_image(state, layout, now_s, static_after))
+        change = diff(None, only_before, static_only_image(state, layout, now_s, static_after), layout.lists)
         if change is not None:
             changes.append(change)
     for key in sorted(changed_keys):
         old = before[key] if key in before else regular_image(state, key, layout, now_s, static_before)
-        change = diff(key, old, regular_image(state, key, layout, now_s, static_after))
+        change = diff(key, old, regular_image(state, key, layout, now_s, static_after), layout.lists)
         if change is not None:
             changes.append(change)
     return result, changes
@@ -116,7 +122,7 @@ def expiry_changes(state: PartitionState, schema: TableSchema, since_s: int, now
     layout = layout_for(schema)
     static_before: dict[str, ColumnImage] = static_columns(state, layout, since_s)
     static_after: dict[str, ColumnImage] = static_columns(state, layout, now_s)
-    if same_columns(static_before, static_after):
+    if same_columns(static_before, static_after, layout.lists):
         keys = [k for k, row in state.rows.items() if _expires_within(row, since_s, now_s)]
     else:
         keys = list(state.rows)
@@ -126,6 +132,7 @@ def expiry_changes(state: PartitionState, schema: TableSchema, since_s: int, now
             None,
             static_only_image(state, layout, since_s, static_before),
             static_only_image(state, layout, now_s, static_after),
+            layout.lists,
         )
         if change is not None:
             changes.append(change)
@@ -134,6 +141,7 @@ def expiry_changes(state: PartitionState, schema: TableSchema, since_s: int, now
             key,
             regular_image(state, key, layout, since_s, static_before),
             regular_image(state, key, layout, now_s, static_after),
+            layout.lists,
         )
         if change is not None:
             changes.append(change)

@@ -45,12 +45,13 @@ class RowImage:
     regular: dict[str, ColumnImage]
     liveness: Liveness | None = None
 
-    def same_values(self, other: RowImage) -> bool:
-        """Whether both images show the same values (write times and TTLs aside)."""
+    def same_values(self, other: RowImage, lists: frozenset[str] = frozenset()) -> bool:
+        """Whether both images show the same values (write times and TTLs aside; ``lists`` names the
+        list columns, whose element paths are not part of what a reader sees)."""
         return (
             self.clustering == other.clustering
-            and same_columns(self.regular, other.regular)
-            and same_columns(self.static, other.static)
+            and same_columns(self.regular, other.regular, lists)
+            and same_columns(self.static, other.static, lists)
         )
 
     def write_time(self) -> int | None:
@@ -71,7 +72,12 @@ def _cells(columns: dict[str, ColumnImage]) -> list[Cell]:
     return out
 
 
-def same_columns(a: dict[str, ColumnImage], b: dict[str, ColumnImage]) -> bool:
+def same_columns(
+    a: dict[str, ColumnImage], b: dict[str, ColumnImage], lists: frozenset[str] = frozenset()
+) -> bool:
+    """Whether two column images show the same values. Elements of sets, maps and UDTs are identified
+    by their paths; list elements only by position (``SET l = [1]`` over ``[1]`` writes new timeuuid
+    paths but shows the same list, so it is no change)."""
     if a is b:
         return True
     if a.keys() != b.keys():
@@ -81,11 +87,12 @@ def same_columns(a: dict[str, ColumnImage], b: dict[str, ColumnImage]) -> bool:
         if x is y:
             continue
         if isinstance(x, tuple):
-            if (
-                not isinstance(y, tuple)
-                or len(x) != len(y)
-                or any(p.value != q.value or p.path != q.path for p, q in zip(x, y, strict=True))
-            ):
+            if not isinstance(y, tuple) or len(x) != len(y):
+                return False
+            if name in lists:
+                if any(p.value != q.value for p, q in zip(x, y, strict=True)):
+                    return False
+            elif any(p.value != q.value or p.path != q.path for p, q in zip(x, y, strict=True)):
                 return False
         elif isinstance(y, tuple) or x.value != y.value:
             return False

@@ -63,7 +63,7 @@ def _column(col: ColumnSchema, is_static: bool, dropped_time: int | None) -> Col
 class TableLayout:
     """Clustering order and column facts of one schema version (build with ``layout_for``)."""
 
-    __slots__ = ("clustering", "columns", "is_counter", "regular", "schema", "static")
+    __slots__ = ("clustering", "columns", "is_counter", "lists", "regular", "schema", "static")
 
     def __init__(self, schema: TableSchema) -> None:
         self.schema = schema
@@ -73,6 +73,10 @@ class TableLayout:
         self.regular = {n: _column(c, False, dropped.get(n)) for n, c in schema.regular_columns.items()}
         self.columns = {**self.static, **self.regular}
         self.is_counter = schema.is_counter
+        #: list columns: their cell paths are timeuuids nobody sees, so images compare their values only
+        self.lists = frozenset(
+            n for n, c in self.columns.items() if c.is_complex and isinstance(c.type, ListType)
+        )
 
 
 _LAYOUTS: dict[int, tuple[TableSchema, TableLayout]] = {}

@@ -72,6 +72,8 @@ class ClientStats:
     acks_ms: dict[int, float] = field(default_factory=dict)
     """Write timestamp (µs) -> when Cassandra acknowledged the write (epoch ms)."""
     errors: Counter[str] = field(default_factory=Counter)
+    #: the first message of each kind of client error, with its statement, for the report
+    error_examples: dict[str, str] = field(default_factory=dict)
     done: int = 0
 
 
@@ -216,6 +218,7 @@ class VerifyRun:
                     "total_s": round(time.monotonic() - started, 1),
                     "faults": [r.as_dict() for r in injector.records],
                     "client_errors": dict(stats.errors),
+                    "client_error_examples": stats.error_examples,
                     "unexpected_exits": supervisor.restarts,
                 }
             )
@@ -272,20 +275,21 @@ class VerifyRun:
             statement = SimpleStatement(op.cql, consistency_level=consistency)
             if op.timestamp is None and op.kind.startswith("lwt"):
                 statement.serial_consistency_level = ConsistencyLevel.SERIAL
-            error = None
+            error, message = None, ""
             for _attempt in range(3):
                 try:
                     session.execute(statement, op.params)
                     error = None
                     break
                 except Exception as exc:  # a timed-out write may or may not be applied: Cassandra decides
-                    error = type(exc).__name__
+                    error, message = type(exc).__name__, f"{exc} ({op.cql[:200]})"
                     time.sleep(0.5)
             acked = time.time() * 1000
             with lock:
                 stats.done += 1
                 if error is not None:
                     stats.errors[error] += 1
+                    stats.error_examples.setdefault(error, message)
                 elif op.timestamp is not None:
                     stats.acks_ms.setdefault(op.timestamp, acked)
                 done = stats.done

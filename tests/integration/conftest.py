@@ -26,3 +26,16 @@ def session(cassandra_node: CassandraNode) -> Iterator[Any]:
         cassandra_node.spec.address, cassandra_node.spec.cql_port, consistency=ConsistencyLevel.ALL
     ) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One local[2] SparkSession (Delta and the Kafka connector loaded) shared by every pipeline test:
+    a JVM start costs 10-20 s on this machine."""
+    from cdc.config import PipelineConfig
+    from pipeline.spark_session import build_spark_session
+
+    config = PipelineConfig(lake_directory=tmp_path_factory.mktemp("lake"), shuffle_partitions=2)
+    session = build_spark_session(config, "cdc-tests")
+    yield session
+    session.stop()

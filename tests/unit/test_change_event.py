@@ -145,8 +145,10 @@ def test_snapshot_source_makes_reads() -> None:
     snapshot = ChangeSource("main", "ks", "kv", None, None, None, None, snapshot=True)
     env = change_envelope(created, SCHEMA, snapshot, 5)
     assert env["op"] == "r" and env["source"]["snapshot"] is True and env["source"]["segment_id"] is None
-    with pytest.raises(ChangeEventError, match=r"snapshot .* can only read rows, not 'u'"):
-        change_envelope(updated, SCHEMA, snapshot, 5)
+    # a bootstrap read completing a row that live writes already made is an update, marked as snapshot
+    env = change_envelope(updated, SCHEMA, snapshot, 5)
+    assert env["op"] == "u" and env["source"]["snapshot"] is True
+    assert env["before"] == change_envelope(created, SCHEMA, SOURCE, 5)["after"]
 
 
 def test_inconsistent_changes_are_refused() -> None:

@@ -148,3 +148,19 @@ def test_an_expiring_static_column_updates_every_row() -> None:
     )
     changes = expiry_changes(state, SCHEMA, NOW, NOW + 10)
     assert [(c.op, decode_row(c.after, SCHEMA)["s"]) for c in changes] == [("u", None)]
+
+
+def test_a_list_rewritten_with_the_same_values_is_no_change() -> None:
+    """``SET l = [1, 2]`` over ``[1, 2]`` writes elements under new timeuuid paths; readers see the
+    same list, so there is no event. Sets and maps are identified by their elements, so the same holds
+    for them; a list with other values or another order is a change."""
+    _, changes = run(
+        [
+            Write(1, (1,), {"l": [1, 2], "st": {3}, "m": {"a": 1}}, ts=10, insert=True),
+            Write(1, (1,), {"l": [1, 2]}, ts=11),
+            Write(1, (1,), {"st": {3}, "m": {"a": 1}}, ts=12),
+            Write(1, (1,), {"l": [2, 1]}, ts=13),
+            Write(1, (1,), {"l": [2, 1, 1]}, ts=14),
+        ]
+    )
+    assert changes == [[("c", 1)], [], [], [("u", 1)], [("u", 1)]]

@@ -1,0 +1,233 @@
+"""Benchmark of `cdc pipeline lake`: clean change events per second merged into a Delta table on local[2].
+
+The input is made here, not by a worker: JSON change events for one table (inserts, then updates and
+deletes of random keys, a share of keys changing several times) are written to a clean topic of a Kafka
+broker this script starts, with the table's schema event on a schema topic, exactly as workers and agents
+write them. The lake job then takes the whole backlog with `availableNow` in micro-batches of
+`--max-offsets` events. The result is checked against the final image per key the generator computed.
+
+    .venv/bin/python bench/lake_pipeline.py --changes 1000000 --keys 250000 --out bench/lake_pipeline.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import decimal
+import os
+import random
+import resource
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from agents.commitlog.schema_loader import load_schema_from_cql
+from agents.commitlog.table_schema import TableSchema
+from cdc.config import CdcConfig, KafkaConfig, PipelineConfig
+from infra.kafka import KafkaBroker, broker_spec
+from infra.settings import InfraSettings
+from schemas.change_codec import JsonChangeCodec
+from schemas.change_event import ChangeSource, clean_topic_name
+from schemas.schema_event import schema_event
+
+KAFKA_PORT = 29192
+KAFKA_CONTROLLER_PORT = 29193
+KEYSPACE, TABLE, PREFIX = "bench", "orders", "benchclean"
+TABLE_ID = uuid.UUID("6c1d0d3e-1111-4b7a-9a55-00000000b0b0")
+DDL = (
+    f"CREATE TABLE {KEYSPACE}.{TABLE} (id bigint PRIMARY KEY, customer text, amount decimal, qty int, "
+    f"placed timestamp, tags set<text>, note text) WITH ID = {TABLE_ID} AND cdc = true;"
+)
+
+
+def table_schema() -> TableSchema:
+    catalog = load_schema_from_cql(
+        f"CREATE KEYSPACE {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', "
+        f"'replication_factor': 1}};\n{DDL}"
+    )
+    schema = catalog.by_name(KEYSPACE, TABLE)
+    assert schema is not None
+    return schema
+
+
+def _row(key: int, version: int, rng: random.Random) -> dict[str, Any]:
+    return {
+        "id": key,
+        "customer": f"customer-{rng.randrange(10_000)}",
+        "amount": decimal.Decimal(rng.randrange(1, 10**7)) / 100,
+        "qty": rng.randrange(1, 50),
+        "placed": dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=key + version),
+        "tags": sorted({f"t{rng.randrange(8)}" for _ in range(rng.randrange(3))}),
+        "note": f"version {version}",
+    }
+
+
+def changes(count: int, keys: int, seed: int) -> tuple[list[tuple[bytes, bytes | None]], dict[int, int]]:
+    """(key, value) records in topic order, and the final version per live key."""
+    rng = random.Random(seed)
+    schema = table_schema()
+    codec = JsonChangeCodec()
+    live: dict[int, dict[str, Any]] = {}
+    versions: dict[int, int] = {}
+    out: list[tuple[bytes, bytes | None]] = []
+    for n in range(count):
+        key = n if n < keys else rng.randrange(keys)
+        before = live.get(key)
+        if before is not None and rng.random() < 0.05:
+            op, after = "d", None
+        else:
+            op = "u" if before is not None else "c"
+            version = versions.get(key, 0) + 1
+            after = _row(key, version, rng)
+            versions[key] = version
+        source = ChangeSource("bench", KEYSPACE, TABLE, 1_700_000_000_000_000 + n, "node1", 1, n)
+        envelope = {"before": before, "after": after, "op": op, "source": source.as_dict(), "ts_ms": n}
+        record_key = codec.encode_key(schema, {"id": key})
+        out.append((record_key, codec.encode_value(schema, envelope)))
+        if after is None:
+            live.pop(key, None)
+            versions.pop(key, None)
+            out.append((record_key, None))
+        else:
+            live[key] = after
+    return out, {k: versions[k] for k in live}
+
+
+async def publish(
+    bootstrap: str, topic: str, records: list[tuple[bytes, bytes | None]], partitions: int
+) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [
+                NewTopic(topic, partitions, 1, topic_configs={"cleanup.policy": "compact"}),
+                NewTopic("bench.schemas", 1, 1, topic_configs={"cleanup.policy": "compact"}),
+            ]
+        )
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=512 * 1024)
+    await producer.start()
+    try:
+        event = schema_event("bench", KEYSPACE, TABLE, str(TABLE_ID), cdc=True, dropped=False, cql=DDL)
+        await producer.send_and_wait("bench.schemas", event.encode(), key=event.key)
+        pending = []
+        for key, value in records:
+            pending.append(await producer.send(topic, value, key=key))
+            if len(pending) >= 20_000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+
+
+def run(args: argparse.Namespace) -> str:
+    home = Path(tempfile.mkdtemp(prefix="cdc-bench-lake-"))
+    settings = InfraSettings.from_env(
+        home=home / "services", kafka_port=KAFKA_PORT, kafka_controller_port=KAFKA_CONTROLLER_PORT
+    )
+    broker = KafkaBroker(broker_spec(settings), settings)
+    broker.start()
+    try:
+        bootstrap = broker.spec.bootstrap
+        topic = clean_topic_name(PREFIX, KEYSPACE, TABLE)
+        began = time.monotonic()
+        records, final = changes(args.changes, args.keys, args.seed)
+        made_s = time.monotonic() - began
+        began = time.monotonic()
+        asyncio.run(publish(bootstrap, topic, records, args.partitions))
+        published_s = time.monotonic() - began
+        print(
+            f"made {args.changes:,} changes in {made_s:.1f} s, published in {published_s:.1f} s", flush=True
+        )
+
+        from pipeline.lake_job import LakeJob
+        from pipeline.lake_schema import OP_COLUMN, lake_table_path
+        from pipeline.spark_session import build_spark_session
+
+        lake = home / "lake"
+        pipeline = PipelineConfig(
+            lake_directory=lake,
+            clean_topic_prefix=PREFIX,
+            max_offsets_per_trigger=args.max_offsets,
+            shuffle_partitions=args.shuffle_partitions,
+            driver_memory=args.driver_memory,
+        )
+        config = CdcConfig(
+            cluster="bench",
+            kafka=KafkaConfig(bootstrap_servers=bootstrap, schema_topic="bench.schemas"),
+            pipeline=pipeline,
+        )
+        began = time.monotonic()
+        spark = build_spark_session(pipeline, "cdc-bench-lake")
+        spark_s = time.monotonic() - began
+        summary = LakeJob(spark, config, once=True).run()
+        table = spark.read.format("delta").load(str(lake_table_path(lake, KEYSPACE, TABLE)))
+        rows = table.count()
+        versions = {r.id: int(r.note.split()[-1]) for r in table.select("id", "note").collect()}
+        wrong = sum(1 for k, v in final.items() if versions.get(k) != v) + len(set(versions) - set(final))
+        ops = {r[OP_COLUMN]: r["count"] for r in table.groupBy(OP_COLUMN).count().collect()}
+        spark.stop()
+    finally:
+        broker.stop()
+        shutil.rmtree(home, ignore_errors=True)
+    rate = summary.changes / summary.seconds
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    cmd = "  ".join([".venv/bin/python bench/lake_pipeline.py", *sys.argv[1:]])
+    return f"""# `cdc pipeline lake` throughput
+
+Clean change events merged into a Delta table by the lake job on Spark `local[2]`, from a backlog on a real
+Kafka 3.9 broker (one table of 7 columns: bigint key, text, decimal, int, timestamp, set<text>, text).
+Made with:
+
+```
+{cmd}
+```
+
+| what | value |
+|---|---|
+| change events (c/u/d; plus a tombstone record after each delete) | {summary.changes:,} |
+| distinct keys | {args.keys:,} |
+| micro-batches (`maxOffsetsPerTrigger` {args.max_offsets:,}) | {summary.batches} |
+| lake job, first offset to last commit | {summary.seconds:.1f} s |
+| **change events per second into Delta** | **{rate:,.0f}** |
+| rows inserted / updated / deleted by the MERGEs | {summary.inserted:,} / {summary.updated:,} / {summary.deleted:,} |
+| rows in the table at the end (live keys expected: {len(final):,}) | {rows:,} |
+| rows whose final version differs from the generator's | {wrong} |
+| rows by last op | {", ".join(f"{k} {v:,}" for k, v in sorted(ops.items()))} |
+| Spark session start (JVM, jars) | {spark_s:.1f} s |
+| peak RSS of a child process (the Spark JVM) | {peak_mb:,.0f} MB |
+| machine | {os.cpu_count()} cores; Kafka broker on the same machine |
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--changes", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=250_000)
+    parser.add_argument("--partitions", type=int, default=4, help="clean topic partitions")
+    parser.add_argument("--max-offsets", type=int, default=500_000)
+    parser.add_argument("--shuffle-partitions", type=int, default=4)
+    parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    report = run(args)
+    print(report)
+    if args.out:
+        args.out.write_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

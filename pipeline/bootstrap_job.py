@@ -1,0 +1,271 @@
+"""`cdc pipeline bootstrap`: the rows that existed before CDC, fed to the workers through the raw topic.
+
+Each table is scanned from Cassandra by token range with the write time and TTL of every cell
+(``pipeline.cassandra_scan``), each partition becomes raw events of the agents' shape
+(``pipeline.snapshot_events``), and Spark's Kafka sink writes them to the raw topic with the agents' key,
+so Kafka's default murmur2 partitioner puts them in the same partition as the partition's live events.
+The workers merge them with last-write-wins like any write and emit ``op = r`` for rows they did not
+know, so later changes carry full before images. Safe while the stream runs: a live write newer than
+the snapshot wins whichever arrives first; a second run repeats the digests and emits nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+
+from agents.commitlog.table_schema import TableSchema
+from cdc.config import CdcConfig
+from pipeline.cassandra_scan import scan_table
+from pipeline.errors import PipelineError, ServiceUnreachable
+from pipeline.snapshot_events import table_events
+from pipeline.spark_session import build_spark_session
+from pipeline.table_catalog import load_table_schemas, select_tables
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+PROGRESS_INTERVAL_S = 5.0
+
+
+@dataclass(slots=True)
+class TableSummary:
+    """What the bootstrap of one table read and published."""
+
+    table: str
+    ranges: int = 0
+    partitions: int = 0
+    rows: int = 0
+    cells: int = 0
+    events: int = 0
+    seconds: float = 0.0
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(slots=True)
+class BootstrapSummary:
+    tables: list[TableSummary] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def total(self, name: str) -> int:
+        return sum(getattr(t, name) for t in self.tables)
+
+    def text(self) -> str:
+        rows = self.total("rows")
+        rate = rows / self.seconds if self.seconds > 0 else 0.0
+        lines = [
+            f"bootstrap: {len(self.tables)} tables, {self.total('partitions')} partitions, {rows} rows, "
+            f"{self.total('cells')} cells, {self.total('events')} raw events published in "
+            f"{self.seconds:.1f} s ({rate:.0f} rows/s)"
+        ]
+        lines += [
+            f"  {t.table}: {t.partitions} partitions, {t.rows} rows, {t.cells} cells, {t.events} events, "
+            f"{t.seconds:.1f} s ({t.rows_per_s:.0f} rows/s)"
+            for t in self.tables
+        ]
+        lines += [f"  {name}: skipped (counter table, no WRITETIME on counters)" for name in self.skipped]
+        return "\n".join(lines)
+
+
+async def _raw_partitions(config: CdcConfig) -> int:
+    kafka = config.kafka
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=kafka.bootstrap_servers, request_timeout_ms=kafka.request_timeout_ms
+    )
+    await consumer.start()
+    try:
+        await consumer._client.force_metadata_update()
+        return len(consumer.partitions_for_topic(kafka.raw_topic) or ())
+    finally:
+        await consumer.stop()
+
+
+def check_raw_topic(config: CdcConfig) -> int:
+    """The raw topic's partition count. It must exist: a topic the Kafka sink auto-created would have
+    the broker's default count, and keys would land apart from the agents' events."""
+    kafka = config.kafka
+    try:
+        partitions = asyncio.run(_raw_partitions(config))
+    except (KafkaError, OSError) as exc:
+        raise ServiceUnreachable(
+            f"cannot reach Kafka at {kafka.bootstrap_servers} (config kafka.bootstrap_servers): {exc}"
+        ) from exc
+    if partitions == 0:
+        raise PipelineError(
+            f"raw topic {kafka.raw_topic!r} (config kafka.raw_topic) does not exist on "
+            f"{kafka.bootstrap_servers}; start the agents (they create it) before the bootstrap"
+        )
+    return partitions
+
+
+def _task_error(exc: Exception) -> str:
+    """The useful line of an error raised in a Spark task (py4j wraps it in a long Java trace)."""
+    text = str(exc)
+    for line in reversed(text.splitlines()):
+        if "Error:" in line and "py4j" not in line and not line.startswith("\tat "):
+            return line.strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class _Progress(threading.Thread):
+    """Prints ranges done / total, rows and rows/s of the running table every few seconds."""
+
+    def __init__(self, spark: SparkSession, group: str, summary: TableSummary, rows: Any) -> None:
+        super().__init__(daemon=True, name=f"progress-{group}")
+        self.tracker = spark.sparkContext.statusTracker()
+        self.group = group
+        self.summary = summary
+        self.rows = rows
+        self.started = time.monotonic()
+        self.stopped = threading.Event()
+
+    def ranges_done(self) -> int:
+        done = 0
+        for job_id in self.tracker.getJobIdsForGroup(self.group):
+            job = self.tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job else ():
+                stage = self.tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    done = max(done, stage.numCompletedTasks)
+        return done
+
+    def run(self) -> None:
+        while not self.stopped.wait(PROGRESS_INTERVAL_S):
+            rows = self.rows.value
+            elapsed = time.monotonic() - self.started
+            print(
+                f"bootstrap {self.summary.table}: ranges {self.ranges_done()}/{self.summary.ranges}, "
+                f"{rows} rows, {rows / elapsed:.0f} rows/s",
+                flush=True,
+            )
+
+
+def bootstrap_table(
+    spark: SparkSession, config: CdcConfig, schema: TableSchema, *, published_at_ms: int
+) -> TableSummary:
+    """Scan one table and publish its raw events; returns the counts."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    splits = config.pipeline.bootstrap_splits if config.pipeline else 64
+    summary = TableSummary(schema.name, ranges=splits)
+    started = time.monotonic()
+    context = spark.sparkContext
+    counters = {name: context.accumulator(0) for name in ("partitions", "rows", "cells", "events")}
+    cluster = config.cluster
+
+    def build(rows: Any) -> Any:
+        counted = _Counted(rows)
+        for _, events in table_events(schema, counted, cluster=cluster, published_at_ms=published_at_ms):
+            counters["partitions"].add(1)
+            for event in events:
+                counters["cells"].add(event.cells)
+                counters["events"].add(1)
+                yield (event.key, event.value)
+        counters["rows"].add(counted.count)
+
+    rows = scan_table(spark, config, schema, with_write_times=True, splits=splits)
+    frame = spark.createDataFrame(
+        rows.mapPartitions(build),
+        StructType([StructField("key", BinaryType(), False), StructField("value", BinaryType(), False)]),
+    )
+    group = f"cdc-bootstrap-{schema.keyspace}.{schema.table}-{published_at_ms}"
+    context.setJobGroup(group, f"bootstrap of {schema.name}")
+    progress = _Progress(spark, group, summary, counters["rows"])
+    progress.start()
+    try:
+        (
+            frame.write.format("kafka")
+            .option("kafka.bootstrap.servers", config.kafka.bootstrap_servers)
+            .option("kafka.acks", "all")
+            .option("kafka.enable.idempotence", "true")
+            .option("kafka.request.timeout.ms", str(config.kafka.request_timeout_ms))
+            .option("topic", config.kafka.raw_topic)
+            .save()
+        )
+    except Exception as exc:  # Py4JJavaError / PythonException from a task: keep the useful line
+        raise PipelineError(
+            f"bootstrap of {schema.name} to raw topic {config.kafka.raw_topic!r} failed: {_task_error(exc)}"
+        ) from exc
+    finally:
+        progress.stopped.set()
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    for name, accumulator in counters.items():
+        setattr(summary, name, accumulator.value)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+class _Counted:
+    """Counts the rows a task's generator pulls from the scan."""
+
+    __slots__ = ("count", "rows")
+
+    def __init__(self, rows: Any) -> None:
+        self.rows = iter(rows)
+        self.count = 0
+
+    def __iter__(self) -> _Counted:
+        return self
+
+    def __next__(self) -> Any:
+        row = next(self.rows)
+        self.count += 1
+        return row
+
+
+def run(config: CdcConfig, args: argparse.Namespace) -> int:
+    """The job: every CDC table named by ``--tables`` (default all), one after another."""
+    if config.pipeline is None:
+        raise PipelineError(f"{config.source} has no pipeline section (needs pipeline.lake_directory)")
+    started = time.monotonic()
+    wanted = getattr(args, "tables", "") or ""
+    schemas = select_tables(load_table_schemas(config.kafka), wanted)
+    summary = BootstrapSummary()
+    chosen = []
+    for schema in schemas:
+        if schema.is_counter:
+            if wanted:
+                raise PipelineError(
+                    f"{schema.name} is a counter table: Cassandra allows no WRITETIME on counters, so it "
+                    "cannot be bootstrapped; leave it out of --tables"
+                )
+            summary.skipped.append(schema.name)
+            continue
+        chosen.append(schema)
+    if not chosen:
+        print("bootstrap: no CDC table to read (is an agent running? do the tables have cdc = true?)")
+        return 0
+    partitions = check_raw_topic(config)
+    print(
+        f"bootstrap: {len(chosen)} tables from Cassandra {','.join(config.cassandra.contact_points)}:"
+        f"{config.cassandra.port} to raw topic {config.kafka.raw_topic} ({partitions} partitions), "
+        f"{config.pipeline.bootstrap_splits} token ranges per table",
+        flush=True,
+    )
+    spark = build_spark_session(config.pipeline, "cdc-bootstrap")
+    published_at_ms = int(time.time() * 1000)
+    for schema in chosen:
+        table = bootstrap_table(spark, config, schema, published_at_ms=published_at_ms)
+        print(
+            f"bootstrap {table.table}: {table.ranges}/{table.ranges} ranges, {table.rows} rows, "
+            f"{table.events} events, {table.rows_per_s:.0f} rows/s",
+            flush=True,
+        )
+        summary.tables.append(table)
+    summary.seconds = time.monotonic() - started
+    print(summary.text(), flush=True)
+    return 0

@@ -1,0 +1,285 @@
+"""Read a whole CDC table from Cassandra in parallel: the Murmur3 ring cut into token ranges, one Spark
+task per range, each with its own cassandra-driver connection.
+
+Used by ``bootstrap`` (rows with the write time and TTL of every cell) and ``reconcile`` (plain rows at
+consistency ALL). ``scan_table`` returns an RDD of plain dicts:
+
+* every column of the table (partition key, clustering, static, regular) by name, as cassandra-driver
+  returns it, except that user-defined types come back as ``UdtValue`` (a dict that also answers
+  attribute access, as the driver's namedtuples do) so that rows can be pickled between Spark stages;
+* with ``with_write_times``, for each static and regular column ``writetime(<name>)`` and ``ttl(<name>)``
+  (``write_time_key``/``ttl_key``): the cell's write time (µs) and remaining TTL (s, None if none), or,
+  for a non-frozen collection or UDT, one entry per live element in Cassandra's element order (set
+  elements and map keys by their type's order, list positions, UDT fields by index; Cassandra 5.0),
+  None when the column is null; and ``_scan_time_s`` (``SCAN_TIME_KEY``): the executor's clock (s) just
+  before the range was queried, a lower bound of the time the replica computed every TTL against.
+
+Rows of one partition are consecutive, in clustering order, and in one RDD partition (a partition has
+one token, so it is never cut between ranges): ``itertools.groupby`` on the partition key works per RDD
+partition. Reading goes through the pure-Python protocol handler: the driver's compiled deserializers
+reject the null elements Cassandra 5.0 puts in ``ttl(<collection>)`` (an element without TTL).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agents.commitlog.cql_types import CqlType, ListType, MapType, SetType, TupleType, UserType, VectorType
+from agents.commitlog.table_schema import TableSchema
+from cdc.config import CdcConfig
+from pipeline.errors import PipelineError, ServiceUnreachable
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+#: the Murmur3 ring: tokens are in (MIN_TOKEN, MAX_TOKEN]; Long.MIN_VALUE is never a key's token
+MIN_TOKEN = -(2**63)
+MAX_TOKEN = 2**63 - 1
+
+SCAN_TIME_KEY = "_scan_time_s"
+
+CONSISTENCY_LEVELS = ("ONE", "LOCAL_ONE", "LOCAL_QUORUM", "QUORUM", "ALL")
+
+
+def write_time_key(column: str) -> str:
+    """The row dict key of a column's write time(s) in a scan with write times."""
+    return f"writetime({column})"
+
+
+def ttl_key(column: str) -> str:
+    """The row dict key of a column's remaining TTL(s) in a scan with write times."""
+    return f"ttl({column})"
+
+
+class UdtValue(dict[str, Any]):
+    """A user-defined type value: a dict by field name that also answers ``value.field`` like the driver's
+    namedtuples, but is a module-level class, so Spark can pickle it."""
+
+    def __init__(self, **fields: Any) -> None:
+        super().__init__(fields)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_udt_value, (dict(self),))
+
+
+def _udt_value(fields: dict[str, Any]) -> UdtValue:
+    return UdtValue(**fields)
+
+
+def token_ranges(splits: int) -> list[tuple[int, int]]:
+    """The ring cut into ``splits`` contiguous ranges ``(start, end]`` of nearly equal width."""
+    if splits < 1:
+        raise PipelineError(f"pipeline.bootstrap_splits must be at least 1, got {splits}")
+    width = MAX_TOKEN - MIN_TOKEN
+    bounds = [MIN_TOKEN + width * i // splits for i in range(splits)] + [MAX_TOKEN]
+    return [(bounds[i], bounds[i + 1]) for i in range(splits) if bounds[i] < bounds[i + 1]]
+
+
+def quote(name: str) -> str:
+    """A CQL identifier, always quoted (keeps case and odd characters)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _udts(t: CqlType, out: dict[tuple[str, str], UserType]) -> None:
+    if isinstance(t, UserType):
+        out[(t.keyspace, t.name)] = t
+        for field_type in t.field_types:
+            _udts(field_type, out)
+    elif isinstance(t, ListType | SetType | VectorType):
+        _udts(t.element, out)
+    elif isinstance(t, MapType):
+        _udts(t.key, out)
+        _udts(t.value, out)
+    elif isinstance(t, TupleType):
+        for element in t.elements:
+            _udts(element, out)
+
+
+@dataclass(slots=True, frozen=True)
+class ScanSpec:
+    """Everything a Spark task needs to scan ranges of one table (pickled to the executors)."""
+
+    contact_points: tuple[str, ...]
+    port: int
+    keyspace: str
+    table: str
+    columns: tuple[str, ...]
+    key_columns: tuple[str, ...]
+    timed_columns: tuple[str, ...]
+    udts: tuple[tuple[str, str], ...]
+    consistency: str
+    page_size: int
+    with_write_times: bool
+    connect_timeout_s: float = 10.0
+    request_timeout_s: float = 60.0
+
+    @property
+    def table_name(self) -> str:
+        return f"{self.keyspace}.{self.table}"
+
+    def select(self) -> str:
+        """The range query: every column (and write times and TTLs) of rows with a token in (?, ?]."""
+        parts = [quote(c) for c in self.columns]
+        for name in self.timed_columns:
+            parts += [f"WRITETIME({quote(name)})", f"TTL({quote(name)})"]
+        pk = ", ".join(quote(c) for c in self.key_columns)
+        return (
+            f"SELECT {', '.join(parts)} FROM {quote(self.keyspace)}.{quote(self.table)} "
+            f"WHERE token({pk}) > ? AND token({pk}) <= ?"
+        )
+
+
+def scan_spec(
+    config: CdcConfig,
+    schema: TableSchema,
+    *,
+    with_write_times: bool,
+    consistency: str | None = None,
+) -> ScanSpec:
+    """The scan of one table; refuses what cannot be read (write times of a counter table)."""
+    pipeline = config.pipeline
+    level = (consistency or (pipeline.scan_consistency if pipeline else "LOCAL_QUORUM")).upper()
+    if level not in CONSISTENCY_LEVELS:
+        raise PipelineError(
+            f"scan of {schema.name}: consistency {level!r} is not one of {', '.join(CONSISTENCY_LEVELS)} "
+            "(config pipeline.scan_consistency)"
+        )
+    if with_write_times and schema.is_counter:
+        raise PipelineError(
+            f"{schema.name} is a counter table: Cassandra allows no WRITETIME/TTL on counters, so its rows "
+            "cannot be bootstrapped with their timestamps; leave it out of --tables"
+        )
+    udts: dict[tuple[str, str], UserType] = {}
+    for column in schema.all_columns():
+        _udts(column.type, udts)
+    timed = [*schema.static_columns, *schema.regular_columns] if with_write_times else []
+    return ScanSpec(
+        contact_points=tuple(config.cassandra.contact_points),
+        port=config.cassandra.port,
+        keyspace=schema.keyspace,
+        table=schema.table,
+        columns=tuple(c.name for c in schema.all_columns()),
+        key_columns=tuple(c.name for c in schema.partition_key),
+        timed_columns=tuple(timed),
+        udts=tuple(sorted(udts)),
+        consistency=level,
+        page_size=pipeline.scan_page_size if pipeline else 1000,
+        with_write_times=with_write_times,
+    )
+
+
+def connect(spec: ScanSpec) -> tuple[Any, Any]:
+    """A cassandra-driver (cluster, session) for one task; ServiceUnreachable names the address."""
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
+    from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+    from cassandra.protocol import _ProtocolHandler
+    from cassandra.query import tuple_factory
+
+    profile = ExecutionProfile(
+        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()),
+        request_timeout=spec.request_timeout_s,
+        row_factory=tuple_factory,
+    )
+    cluster = Cluster(
+        list(spec.contact_points),
+        port=spec.port,
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        connect_timeout=spec.connect_timeout_s,
+        control_connection_timeout=spec.connect_timeout_s,
+    )
+    for keyspace, name in spec.udts:
+        cluster.register_user_type(keyspace, name, UdtValue)
+    try:
+        session = cluster.connect()
+    except (NoHostAvailable, OSError) as exc:
+        cluster.shutdown()
+        raise ServiceUnreachable(
+            f"cannot reach Cassandra at {', '.join(spec.contact_points)}:{spec.port} (config "
+            f"cassandra.contact_points, cassandra.port) to scan {spec.table_name}: {exc}"
+        ) from exc
+    session.client_protocol_handler = _ProtocolHandler
+    return cluster, session
+
+
+def check_table(spec: ScanSpec) -> None:
+    """Fail early, on the driver, when Cassandra is unreachable or refuses the scan query."""
+    cluster, session = connect(spec)
+    try:
+        _prepare(session, spec)
+    finally:
+        cluster.shutdown()
+
+
+def _prepare(session: Any, spec: ScanSpec) -> Any:
+    from cassandra import ConsistencyLevel, InvalidRequest
+
+    try:
+        statement = session.prepare(spec.select())
+    except InvalidRequest as exc:
+        hint = ""
+        if spec.with_write_times:
+            hint = " (WRITETIME/TTL of non-frozen collections and UDTs needs Cassandra 5.0)"
+        raise PipelineError(
+            f"Cassandra refuses the scan of {spec.table_name}{hint}: {exc}; does the schema topic match "
+            "the table?"
+        ) from exc
+    statement.consistency_level = getattr(ConsistencyLevel, spec.consistency)
+    statement.fetch_size = spec.page_size
+    return statement
+
+
+def scan_ranges(spec: ScanSpec, ranges: Iterable[tuple[int, int]]) -> Iterator[dict[str, Any]]:
+    """Rows of the given token ranges, one connection for all of them (closed when done)."""
+    cluster, session = connect(spec)
+    try:
+        statement = _prepare(session, spec)
+        names = spec.columns
+        timed = [(write_time_key(n), ttl_key(n)) for n in spec.timed_columns]
+        for start, end in ranges:
+            scan_time = int(time.time())
+            for raw in session.execute(statement, (start, end)):
+                row = dict(zip(names, raw, strict=False))
+                if spec.with_write_times:
+                    position = len(names)
+                    for wt, tl in timed:
+                        row[wt] = raw[position]
+                        row[tl] = raw[position + 1]
+                        position += 2
+                    row[SCAN_TIME_KEY] = scan_time
+                yield row
+    finally:
+        cluster.shutdown()
+
+
+def scan_table(
+    spark: SparkSession,
+    config: CdcConfig,
+    schema: TableSchema,
+    *,
+    with_write_times: bool,
+    consistency: str | None = None,
+    splits: int | None = None,
+) -> RDD[dict[str, Any]]:
+    """Every row of a table as an RDD of dicts (see the module docstring), one Spark partition per token
+    range (``splits``, default ``pipeline.bootstrap_splits``). Checks on the driver first that Cassandra
+    answers and accepts the query, so a bad address or schema fails with a clear error, not in a task."""
+    spec = scan_spec(config, schema, with_write_times=with_write_times, consistency=consistency)
+    count = splits if splits is not None else (config.pipeline.bootstrap_splits if config.pipeline else 64)
+    ranges = token_ranges(count)
+    check_table(spec)
+    return spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(
+        lambda part: scan_ranges(spec, part)
+    )

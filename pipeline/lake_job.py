@@ -1,0 +1,187 @@
+"""`cdc pipeline lake`: the clean topics into one Delta table per CDC table, as a Structured Stream.
+
+Kafka offsets live in the stream's checkpoint; each micro-batch is merged with ``lake_merge`` (latest change
+per key, applied only when newer than the row the table holds), so a restart at any point, which replays
+the batch that was running, leaves every table correct. Clean topics are read with read_committed
+isolation: the workers write them in Kafka transactions, and an aborted change never happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from agents.commitlog.table_schema import TableSchema
+from cdc.config import CdcConfig, PipelineConfig
+from pipeline.errors import PipelineError
+from pipeline.lake_merge import BatchResult, LakeWriter
+from pipeline.spark_session import build_spark_session
+from pipeline.table_catalog import load_table_schemas, select_tables
+from schemas.change_event import clean_topic_name
+
+log = logging.getLogger(__name__)
+
+#: how many micro-batches pass between two purges of old tombstones
+TOMBSTONE_PURGE_EVERY = 50
+
+
+@dataclass(slots=True)
+class LakeSummary:
+    batches: int = 0
+    changes: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    seconds: float = 0.0
+    per_table: dict[str, int] = field(default_factory=dict)
+
+    def add(self, batch: BatchResult) -> None:
+        self.batches += 1
+        for t in batch.tables:
+            self.changes += t.changes
+            self.inserted += t.inserted
+            self.updated += t.updated
+            self.deleted += t.deleted
+            self.per_table[t.table] = self.per_table.get(t.table, 0) + t.changes
+
+    def describe(self) -> str:
+        rate = self.changes / self.seconds if self.seconds else 0.0
+        tables = ", ".join(f"{name} {n:,}" for name, n in sorted(self.per_table.items())) or "none"
+        return (
+            f"lake: {self.batches} micro-batches, {self.changes:,} changes ({rate:,.0f}/s) in {self.seconds:.1f} s; "
+            f"rows inserted {self.inserted:,}, updated {self.updated:,}, deleted {self.deleted:,}; "
+            f"per table: {tables}"
+        )
+
+
+def topic_pattern(prefix: str, tables: list[TableSchema] | None) -> str:
+    """The Kafka subscription pattern (Java regex) for the clean topics of ``tables``, or of every table."""
+    if tables:
+        return "|".join(re.escape(clean_topic_name(prefix, t.keyspace, t.table)) for t in tables)
+    return re.escape(prefix) + r"\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+"
+
+
+class LakeJob:
+    """One streaming query over the clean topics; `run` blocks until it ends (``once``) or is stopped."""
+
+    def __init__(
+        self, spark: SparkSession, config: CdcConfig, *, tables: str = "", once: bool = False
+    ) -> None:
+        if config.pipeline is None:
+            raise PipelineError("the lake job needs a pipeline section (pipeline.lake_directory)")
+        self.spark = spark
+        self.config = config
+        self.pipeline: PipelineConfig = config.pipeline
+        self.once = once
+        self.summary = LakeSummary()
+        self.writer = LakeWriter(spark, self.pipeline.lake_directory)
+        schemas = load_table_schemas(config.kafka)
+        chosen = select_tables(schemas, tables) if tables else None
+        self.table_filter = {(t.keyspace, t.table) for t in chosen} if chosen else None
+        self.pattern = topic_pattern(self.pipeline.clean_topic_prefix, chosen)
+        name = "lake" if not tables else "lake-" + hashlib.sha1(self.pattern.encode()).hexdigest()[:12]
+        self.checkpoint = (
+            self.pipeline.checkpoint_directory or self.pipeline.lake_directory / "_checkpoints"
+        ) / name
+
+    def _stream(self) -> DataFrame:
+        return (
+            self.spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", self.config.kafka.bootstrap_servers)
+            .option("subscribePattern", self.pattern)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(self.pipeline.max_offsets_per_trigger))
+            .option("kafka.isolation.level", "read_committed")
+            # compaction removes offsets from clean topics; a gap is expected, not data loss
+            .option("failOnDataLoss", "false")
+            .load()
+        )
+
+    def _table_of(self, topic: str, schemas: dict[tuple[str, str], TableSchema]) -> TableSchema | None:
+        prefix = self.pipeline.clean_topic_prefix + "."
+        keyspace, _, table = topic[len(prefix) :].partition(".")
+        if self.table_filter is not None and (keyspace, table) not in self.table_filter:
+            return None
+        return schemas.get((keyspace, table))
+
+    def merge_batch(self, batch: DataFrame, batch_id: int) -> BatchResult:
+        """foreachBatch: every table's changes of the micro-batch into its Delta table."""
+        started = time.monotonic()
+        result = BatchResult(batch_id)
+        records = batch.where(F.col("value").isNotNull()).persist()
+        try:
+            counts = {r.topic: r["count"] for r in records.groupBy("topic").count().collect()}
+            schemas = load_table_schemas(self.config.kafka) if counts else {}  # newest columns
+            for topic, count in sorted(counts.items()):
+                schema = self._table_of(topic, schemas)
+                if schema is None:
+                    result.skipped_topics.append(topic)
+                    log.warning(
+                        "lake: %s has no table on the schema topic (dropped?); its records skipped", topic
+                    )
+                    continue
+                result.tables.append(self.writer.merge(records.where(F.col("topic") == topic), schema, count))
+                if batch_id % TOMBSTONE_PURGE_EVERY == TOMBSTONE_PURGE_EVERY - 1:
+                    self.writer.forget_old_tombstones(schema, self.pipeline.tombstone_retention_s)
+        finally:
+            records.unpersist()
+        result.seconds = time.monotonic() - started
+        self.summary.add(result)
+        if result.tables:
+            detail = ", ".join(f"{t.table} +{t.inserted} ~{t.updated} -{t.deleted}" for t in result.tables)
+            print(
+                f"lake: batch {batch_id}: {result.changes:,} changes in {result.seconds:.1f} s ({detail})",
+                flush=True,
+            )
+        return result
+
+    def run(self) -> LakeSummary:
+        started = time.monotonic()
+        writer = (
+            self._stream()
+            .writeStream.foreachBatch(self.merge_batch)
+            .option("checkpointLocation", str(self.checkpoint))
+            .queryName("cdc-lake")
+        )
+        writer = (
+            writer.trigger(availableNow=True)
+            if self.once
+            else writer.trigger(processingTime=f"{self.pipeline.trigger_interval_s} seconds")
+        )
+        print(
+            f"lake: {self.pattern} -> Delta tables under {self.pipeline.lake_directory} "
+            f"(checkpoint {self.checkpoint}){'; stops when caught up' if self.once else '; Ctrl-C stops'}",
+            flush=True,
+        )
+        query = writer.start()
+        try:
+            while query.isActive:
+                query.awaitTermination(10)
+        except KeyboardInterrupt:
+            query.stop()
+        self.summary.seconds = time.monotonic() - started
+        error: Any = query.exception()
+        if error is not None:
+            raise PipelineError(f"the lake stream failed: {_first_line(error)}")
+        return self.summary
+
+
+def _first_line(error: Any) -> str:
+    text = str(getattr(error, "desc", None) or error)
+    return text.strip().splitlines()[0] if text.strip() else repr(error)
+
+
+def run(config: CdcConfig, args: argparse.Namespace) -> int:
+    assert config.pipeline is not None
+    spark = build_spark_session(config.pipeline, "cdc-lake")
+    summary = LakeJob(spark, config, tables=args.tables, once=args.once).run()
+    print(summary.describe())
+    return 0

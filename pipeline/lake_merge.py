@@ -1,0 +1,246 @@
+"""One micro-batch of clean events into the Delta tables: the latest change per key, merged in order.
+
+Order is the clean topic's (partition, offset). The workers emit a key's changes in order into one
+partition (the key is the primary key), so a later offset is always the later state of the row. The
+change's Cassandra write time cannot order them: a write with an older timestamp can still be a new
+change (it fills a column nobody had written), so it is kept as information only (``_cdc_write_time_us``).
+
+A MERGE applies a change only when it is newer than what the table holds, so a batch that runs twice
+(a restart between the Delta commit and the checkpoint) or a replay from an earlier offset cannot regress
+a row. Deleted keys are remembered with their position in a tombstone table beside the lake table
+(``_cdc_tombstones``) for ``tombstone_retention_s``, so an older upsert replayed after the delete cannot
+bring the row back either.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+from agents.commitlog.table_schema import TableSchema
+from pipeline.errors import PipelineError
+from pipeline.lake_schema import (
+    EMITTED_COLUMN,
+    KEY_COLUMN,
+    OFFSET_COLUMN,
+    OP_COLUMN,
+    PARTITION_COLUMN,
+    WRITE_TIME_COLUMN,
+    data_columns,
+    json_struct,
+    lake_columns,
+    lake_struct,
+    lake_table_path,
+)
+
+log = logging.getLogger(__name__)
+
+TOMBSTONE_FOLDER = "_cdc_tombstones"
+_DELETED = "_cdc_deleted"
+
+
+@dataclass(slots=True)
+class TableBatchResult:
+    table: str
+    changes: int = 0
+    """Clean events of the table in the batch (tombstone records not counted)."""
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unapplied: int = 0
+    """Latest-per-key changes that changed nothing: the table had a newer one, or a delete found no row."""
+
+
+@dataclass(slots=True)
+class BatchResult:
+    batch_id: int
+    seconds: float = 0.0
+    tables: list[TableBatchResult] = field(default_factory=list)
+    skipped_topics: list[str] = field(default_factory=list)
+
+    @property
+    def changes(self) -> int:
+        return sum(t.changes for t in self.tables)
+
+
+def _envelope(schema: TableSchema) -> StructType:
+    source = StructType([StructField("write_time_us", LongType())])
+    return StructType(
+        [
+            StructField("after", json_struct(schema)),
+            StructField("op", StringType()),
+            StructField("source", source),
+            StructField("ts_ms", LongType()),
+        ]
+    )
+
+
+def tombstone_path(lake_directory: Path, schema: TableSchema) -> Path:
+    return lake_directory / TOMBSTONE_FOLDER / schema.keyspace / schema.table
+
+
+def _newer(a: str, b: str) -> str:
+    """SQL: the change in ``a`` comes after the one in ``b`` (same key, so the same partition unless the
+    topic was repartitioned, which clean topics must never be)."""
+    return (
+        f"({a}.{PARTITION_COLUMN} > {b}.{PARTITION_COLUMN} OR ({a}.{PARTITION_COLUMN} = {b}.{PARTITION_COLUMN} "
+        f"AND {a}.{OFFSET_COLUMN} > {b}.{OFFSET_COLUMN}))"
+    )
+
+
+def latest_changes(events: DataFrame, schema: TableSchema) -> DataFrame:
+    """The last change per key among one table's clean records (key, value, partition, offset), in the
+    lake layout plus a ``_cdc_deleted`` flag. Raises when a value is not a JSON change event."""
+    parsed = events.select(
+        F.col("key").cast("string").alias(KEY_COLUMN),
+        F.col("partition").alias(PARTITION_COLUMN),
+        F.col("offset").alias(OFFSET_COLUMN),
+        F.from_json(F.col("value").cast("string"), _envelope(schema)).alias("e"),
+    )
+    order = Window.partitionBy(KEY_COLUMN).orderBy(
+        F.col(PARTITION_COLUMN).desc(), F.col(OFFSET_COLUMN).desc()
+    )
+    last = parsed.withColumn("_n", F.row_number().over(order)).where("_n = 1")
+    meta: list[Column] = [
+        F.col(KEY_COLUMN),
+        F.col("e.op").alias(OP_COLUMN),
+        F.col("e.source.write_time_us").alias(WRITE_TIME_COLUMN),
+        F.col("e.ts_ms").alias(EMITTED_COLUMN),
+        F.col(PARTITION_COLUMN),
+        F.col(OFFSET_COLUMN),
+        (F.col("e.op") == "d").alias(_DELETED),
+    ]
+    return last.select(*lake_columns(schema, F.col("e.after")), *meta, F.col("e").isNull().alias("_bad"))
+
+
+def ensure_table(spark: SparkSession, path: Path, schema: StructType) -> DeltaTable:
+    """The Delta table at ``path``, created empty or widened to ``schema`` (a column added in Cassandra
+    arrives as a new nullable column; existing rows read null there, as in Cassandra)."""
+    if DeltaTable.isDeltaTable(spark, str(path)):
+        table = DeltaTable.forPath(spark, str(path))
+        have = set(table.toDF().columns)
+        if all(f.name in have for f in schema.fields):
+            return table
+    empty = spark.createDataFrame([], schema)
+    empty.write.format("delta").mode("append").option("mergeSchema", "true").save(str(path))
+    return DeltaTable.forPath(spark, str(path))
+
+
+_TOMBSTONE_SCHEMA = StructType(
+    [
+        StructField(KEY_COLUMN, StringType()),
+        StructField(PARTITION_COLUMN, IntegerType()),
+        StructField(OFFSET_COLUMN, LongType()),
+        StructField(EMITTED_COLUMN, LongType()),
+    ]
+)
+
+
+def _metric(metrics: DataFrame, name: str) -> int:
+    row = metrics.first()
+    return int(row[name]) if row is not None and name in row.asDict() and row[name] is not None else 0
+
+
+@dataclass(slots=True)
+class _TableState:
+    """What the writer knows of one table between micro-batches, so a batch runs few Spark jobs."""
+
+    target: DeltaTable
+    tombstones: DeltaTable
+    fields: tuple[str, ...]
+    has_tombstones: bool
+
+
+class LakeWriter:
+    """Merges micro-batches into the Delta tables under ``lake_directory``."""
+
+    def __init__(self, spark: SparkSession, lake_directory: Path) -> None:
+        self.spark = spark
+        self.lake_directory = lake_directory
+        self._tables: dict[tuple[str, str], _TableState] = {}
+
+    def _table(self, schema: TableSchema) -> _TableState:
+        struct = lake_struct(schema)
+        fields = tuple(f.name for f in struct.fields)
+        known = self._tables.get((schema.keyspace, schema.table))
+        if known is not None and known.fields == fields:
+            return known
+        target = ensure_table(
+            self.spark, lake_table_path(self.lake_directory, schema.keyspace, schema.table), struct
+        )
+        tombstones = ensure_table(self.spark, tombstone_path(self.lake_directory, schema), _TOMBSTONE_SCHEMA)
+        state = _TableState(target, tombstones, fields, bool(tombstones.toDF().limit(1).count()))
+        self._tables[(schema.keyspace, schema.table)] = state
+        return state
+
+    def merge(self, events: DataFrame, schema: TableSchema, count: int) -> TableBatchResult:
+        """Apply one table's ``count`` clean records of a micro-batch to its Delta table."""
+        result = TableBatchResult(schema.name, changes=count)
+        changes = latest_changes(events, schema).persist()
+        try:
+            totals = changes.agg(
+                F.count(F.lit(1)).alias("latest"),
+                F.sum(F.col("_bad").cast("int")).alias("bad"),
+                F.sum(F.col(_DELETED).cast("int")).alias("deletes"),
+            ).first()
+            assert totals is not None
+            if totals["bad"]:
+                raise PipelineError(
+                    f"{schema.name}: a clean record is not a JSON change event (is worker.encoding avro? "
+                    "the lake job reads JSON clean topics)"
+                )
+            table = self._table(schema)
+            fresh = changes
+            if table.has_tombstones:  # a change older than a delete the lake already applied is stale
+                known = self.spark.read.format("delta").load(str(tombstone_path(self.lake_directory, schema)))
+                fresh = changes.alias("s").join(
+                    known.alias("t"),
+                    F.expr(f"s.{KEY_COLUMN} = t.{KEY_COLUMN} AND {_newer('t', 's')}"),
+                    "left_anti",
+                )
+            columns = [c.name for c in data_columns(schema)] + [
+                KEY_COLUMN, OP_COLUMN, WRITE_TIME_COLUMN, EMITTED_COLUMN, PARTITION_COLUMN, OFFSET_COLUMN,
+            ]  # fmt: skip
+            values = {f"`{c}`": f"s.`{c}`" for c in columns}
+            metrics = (
+                table.target.alias("t")
+                .merge(fresh.alias("s"), f"t.{KEY_COLUMN} = s.{KEY_COLUMN}")
+                .whenMatchedDelete(condition=f"s.{_DELETED} AND {_newer('s', 't')}")
+                .whenMatchedUpdate(condition=f"NOT s.{_DELETED} AND {_newer('s', 't')}", set=values)
+                .whenNotMatchedInsert(condition=f"NOT s.{_DELETED}", values=values)
+                .execute()
+            )
+            result.inserted = _metric(metrics, "num_inserted_rows")
+            result.updated = _metric(metrics, "num_updated_rows")
+            result.deleted = _metric(metrics, "num_deleted_rows")
+            result.unapplied = max(0, totals["latest"] - result.inserted - result.updated - result.deleted)
+            if totals["deletes"] or table.has_tombstones:
+                stamp = {c: f"s.{c}" for c in (PARTITION_COLUMN, OFFSET_COLUMN, EMITTED_COLUMN)}
+                (
+                    table.tombstones.alias("t")
+                    .merge(changes.alias("s"), f"t.{KEY_COLUMN} = s.{KEY_COLUMN}")
+                    .whenMatchedUpdate(condition=f"s.{_DELETED} AND {_newer('s', 't')}", set=stamp)
+                    .whenMatchedDelete(condition=f"NOT s.{_DELETED} AND {_newer('s', 't')}")
+                    .whenNotMatchedInsert(
+                        condition=f"s.{_DELETED}", values={KEY_COLUMN: f"s.{KEY_COLUMN}", **stamp}
+                    )
+                    .execute()
+                )
+                table.has_tombstones = table.has_tombstones or bool(totals["deletes"])
+        finally:
+            changes.unpersist()
+        return result
+
+    def forget_old_tombstones(self, schema: TableSchema, retention_s: int) -> None:
+        """Drop tombstones older than the retention, so the tombstone table stays small."""
+        table = self._tables.get((schema.keyspace, schema.table))
+        if table is not None and table.has_tombstones:
+            horizon = int(time.time() * 1000) - retention_s * 1000
+            table.tombstones.delete(F.col(EMITTED_COLUMN) < F.lit(horizon))

@@ -1,0 +1,92 @@
+"""One way to start Spark for every job: loopback only, the venv's Python on the workers, Delta Lake and
+the Kafka connector on the classpath.
+
+The PySpark wheel ships no Kafka connector and no Delta jars; `cdc infra fetch` downloads them from Maven
+Central into the shared cache (infra/maven/spark/pom.xml), and only the jars PySpark does not already have
+are added, so Spark's own copies of shared libraries (Jackson, Hadoop, Parquet, ...) stay first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cdc.config import PipelineConfig
+from infra.settings import InfraSettings
+from pipeline.errors import ConnectorJarsMissing, PipelineError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_VERSIONED_JAR = re.compile(r"^(?P<name>.+)-\d+(\.\d+)+[\w.\-]*\.jar$")
+
+#: the Delta and Kafka classes each job relies on; named in the error when they are missing
+REQUIRED_JARS = ("spark-sql-kafka-0-10", "delta-spark", "kafka-clients")
+
+
+def _artifact(jar: Path) -> str:
+    match = _VERSIONED_JAR.match(jar.name)
+    return match["name"] if match else jar.stem
+
+
+def connector_jars(settings: InfraSettings | None = None) -> list[Path]:
+    """The downloaded connector jars that PySpark's own `jars/` folder does not already hold."""
+    import pyspark
+
+    settings = settings or InfraSettings.from_env()
+    if pyspark.__version__ != settings.spark_version:
+        raise PipelineError(
+            f"pyspark {pyspark.__version__} is installed but the connector jars are for Spark "
+            f"{settings.spark_version}; reinstall with `make setup` (pyproject.toml pins pyspark)"
+        )
+    folder = settings.spark_connector_jars
+    jars = sorted(folder.glob("*.jar"))
+    missing = [name for name in REQUIRED_JARS if not any(_artifact(j).startswith(name) for j in jars)]
+    if missing:
+        raise ConnectorJarsMissing(
+            f"no {', '.join(missing)} jar in {folder}; run `cdc infra fetch` (downloads them from Maven "
+            "Central once)"
+        )
+    bundled = {_artifact(j) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return [j for j in jars if _artifact(j) not in bundled]
+
+
+def build_spark_session(
+    config: PipelineConfig, app_name: str, *, extra: dict[str, str] | None = None
+) -> SparkSession:
+    """A SparkSession for one job (or the one a test session shares); reuses a running one."""
+    from pyspark.sql import SparkSession
+
+    from infra.toolchain import find_java
+
+    java = find_java()
+    os.environ.setdefault("JAVA_HOME", str(Path(java.executable).resolve().parent.parent))
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(config.master)
+        .config("spark.jars", ",".join(str(j) for j in connector_jars()))
+        .config("spark.driver.memory", config.driver_memory)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.databricks.delta.schema.autoMerge.enabled", "true")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+    )
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # the JVM failed to start; py4j says little, so say what was tried
+        raise PipelineError(f"Spark ({config.master}) did not start: {exc}") from exc
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

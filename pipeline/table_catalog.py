@@ -1,0 +1,62 @@
+"""The CDC tables as the agents published them on the schema topic: the jobs' source of table schemas.
+
+Spark jobs read the same compacted schema topic as the workers (``app.table_schemas``), so a lake table
+has exactly the columns the workers' images have, and no job needs Cassandra to learn a schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+from aiokafka.errors import KafkaError
+
+from agents.commitlog.table_schema import TableSchema
+from app.errors import WorkerError
+from app.table_schemas import TableSchemas
+from cdc.config import KafkaConfig
+from pipeline.errors import PipelineError, ServiceUnreachable
+
+
+async def _load(kafka: KafkaConfig) -> list[TableSchema]:
+    schemas = TableSchemas(
+        kafka.bootstrap_servers, kafka.schema_topic, request_timeout_ms=kafka.request_timeout_ms
+    )
+    await schemas.start()
+    try:
+        return schemas.tables()
+    finally:
+        await schemas.stop()
+
+
+def load_table_schemas(kafka: KafkaConfig) -> dict[tuple[str, str], TableSchema]:
+    """(keyspace, table) -> newest schema of every CDC table on the schema topic."""
+    try:
+        tables = asyncio.run(_load(kafka))
+    except (KafkaError, OSError, WorkerError) as exc:
+        raise ServiceUnreachable(
+            f"cannot read the schema topic {kafka.schema_topic!r} from Kafka at {kafka.bootstrap_servers} "
+            f"(config kafka.bootstrap_servers): {exc}"
+        ) from exc
+    return {(t.keyspace, t.table): t for t in tables}
+
+
+def select_tables(
+    schemas: dict[tuple[str, str], TableSchema], wanted: str | Iterable[str] = ""
+) -> list[TableSchema]:
+    """The schemas named by ``--tables`` (``ks.table`` comma list; empty: every table), sorted by name."""
+    names = [n.strip() for n in (wanted.split(",") if isinstance(wanted, str) else wanted) if n.strip()]
+    if not names:
+        return [schemas[k] for k in sorted(schemas)]
+    chosen = []
+    for name in names:
+        keyspace, _, table = name.partition(".")
+        schema = schemas.get((keyspace, table))
+        if schema is None:
+            known = ", ".join(f"{k}.{t}" for k, t in sorted(schemas)) or "none yet"
+            raise PipelineError(
+                f"--tables: {name!r} is not a CDC table on the schema topic (known: {known}); names are "
+                "keyspace.table and the table needs cdc = true and a running agent"
+            )
+        chosen.append(schema)
+    return chosen
