@@ -75,11 +75,16 @@ def build_spark_session(
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # jobs print their own progress
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.databricks.delta.schema.autoMerge.enabled", "true")
+        # lake tables get deletion vectors: a MERGE then marks the rows it replaces instead of rewriting
+        # every file that holds one (updates are spread over the whole table)
+        .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
+        # Delta reads its log with 50 tasks by default: on a few cores that is mostly task overhead
+        .config("spark.databricks.delta.snapshotPartitions", str(config.shuffle_partitions))
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
     )
     for key, value in (extra or {}).items():
