@@ -116,7 +116,7 @@ class LakeJob:
         """foreachBatch: every table's changes of the micro-batch into its Delta table."""
         started = time.monotonic()
         result = BatchResult(batch_id)
-        records = batch.where(F.col("value").isNotNull()).persist()
+        records = batch.persist()  # tombstones too: after compaction one may be all that is left of a delete
         try:
             counts = {r.topic: r["count"] for r in records.groupBy("topic").count().collect()}
             schemas = load_table_schemas(self.config.kafka) if counts else {}  # newest columns

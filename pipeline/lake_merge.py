@@ -50,7 +50,7 @@ _DELETED = "_cdc_deleted"
 class TableBatchResult:
     table: str
     changes: int = 0
-    """Clean events of the table in the batch (tombstone records not counted)."""
+    """Clean records of the table in the batch (tombstones included)."""
     inserted: int = 0
     updated: int = 0
     deleted: int = 0
@@ -96,28 +96,37 @@ def _newer(a: str, b: str) -> str:
 
 
 def latest_changes(events: DataFrame, schema: TableSchema) -> DataFrame:
-    """The last change per key among one table's clean records (key, value, partition, offset), in the
-    lake layout plus a ``_cdc_deleted`` flag. Raises when a value is not a JSON change event."""
+    """The last change per key among one table's clean records (key, value, partition, offset,
+    timestamp), in the lake layout plus a ``_cdc_deleted`` flag and a ``_bad`` flag for a value that is
+    not a JSON change event.
+
+    A tombstone record (null value) deletes its key: log compaction may have removed the ``d`` event it
+    followed, and then the tombstone is all a reader gets of the delete."""
+    tombstone = F.col("value").isNull()
     parsed = events.select(
         F.col("key").cast("string").alias(KEY_COLUMN),
         F.col("partition").alias(PARTITION_COLUMN),
         F.col("offset").alias(OFFSET_COLUMN),
+        F.unix_millis(F.col("timestamp")).alias("_record_ms"),
+        tombstone.alias("_tombstone"),
         F.from_json(F.col("value").cast("string"), _envelope(schema)).alias("e"),
     )
     order = Window.partitionBy(KEY_COLUMN).orderBy(
         F.col(PARTITION_COLUMN).desc(), F.col(OFFSET_COLUMN).desc()
     )
     last = parsed.withColumn("_n", F.row_number().over(order)).where("_n = 1")
+    deleted = F.col("_tombstone") | (F.col("e.op") == "d")
     meta: list[Column] = [
         F.col(KEY_COLUMN),
-        F.col("e.op").alias(OP_COLUMN),
+        F.when(F.col("_tombstone"), F.lit("d")).otherwise(F.col("e.op")).alias(OP_COLUMN),
         F.col("e.source.write_time_us").alias(WRITE_TIME_COLUMN),
-        F.col("e.ts_ms").alias(EMITTED_COLUMN),
+        F.coalesce(F.col("e.ts_ms"), F.col("_record_ms")).alias(EMITTED_COLUMN),
         F.col(PARTITION_COLUMN),
         F.col(OFFSET_COLUMN),
-        (F.col("e.op") == "d").alias(_DELETED),
+        deleted.alias(_DELETED),
     ]
-    return last.select(*lake_columns(schema, F.col("e.after")), *meta, F.col("e").isNull().alias("_bad"))
+    bad = ~F.col("_tombstone") & F.col("e").isNull()
+    return last.select(*lake_columns(schema, F.col("e.after")), *meta, bad.alias("_bad"))
 
 
 def ensure_table(spark: SparkSession, path: Path, schema: StructType) -> DeltaTable:

@@ -117,7 +117,8 @@ class CleanEvent:
         return key_text(self.key)
 
 
-async def _read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, int, bytes, bytes | None]]:
+async def read_topic_records(bootstrap: str, topic: str) -> list[tuple[int, int, int, bytes, bytes | None]]:
+    """(partition, offset, timestamp ms, key, value) of every committed record of ``topic``, in order."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed"
     )
@@ -145,7 +146,7 @@ async def _read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, int, b
 
 def read_clean_topic(bootstrap: str, topic: str, codec: ChangeCodec) -> list[CleanEvent]:
     """Every committed record of a clean topic up to its current end, decoded (none if it does not exist)."""
-    records = asyncio.run(_read_topic(bootstrap, topic))
+    records = asyncio.run(read_topic_records(bootstrap, topic))
     return [
         CleanEvent(p, o, ts, codec.decode_key(k), None if v is None else codec.decode_value(v))
         for p, o, ts, k, v in records

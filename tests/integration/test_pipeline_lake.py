@@ -7,6 +7,7 @@ table with a new checkpoint; no row of any Delta version may go back to an older
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -20,13 +21,15 @@ from typing import Any
 
 import pytest
 import yaml
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 
 from agents.commitlog.schema_loader import load_schema_from_session
 from agents.commitlog.table_schema import TableSchema
 from cdc.config import CdcConfig, KafkaConfig, PipelineConfig
-from cdc.verify.oracle import select_rows
+from cdc.verify.oracle import read_topic_records, select_rows
 from infra.cassandra import CassandraNode
 from pipeline.lake_job import LakeJob
 from pipeline.lake_reader import collect_lake_images, lake_json
@@ -286,3 +289,54 @@ def test_lake_job_killed_mid_stream_and_restarted_leaves_the_tables_correct(
     frame = lake_json(spark, path, feed.schemas["typed"])
     assert frame.count() == len(select_rows(session, feed.schemas["typed"]))
     assert json.loads(frame.first().json), "lake rows read back as JSON"
+
+
+async def _copy_without_delete_events(bootstrap: str, source: str, target: str) -> int:
+    """Every record of ``source`` to the same partition of ``target``, in order, except the ``d`` events:
+    what a reader finds once log compaction has kept only the tombstone of a delete."""
+    records = await read_topic_records(bootstrap, source)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(target, max(p for p, *_ in records) + 1, 1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    dropped = 0
+    try:
+        for partition, _, _, key, value in records:
+            if value is not None and json.loads(value)["op"] == "d":
+                dropped += 1
+                continue
+            await producer.send_and_wait(target, value, key=key, partition=partition)
+    finally:
+        await producer.stop()
+    return dropped
+
+
+def test_a_delete_known_only_by_its_tombstone_deletes_the_row(
+    spark: Any, session: Any, feed: Feed, tmp_path: Path
+) -> None:
+    """Compaction may remove a delete's ``d`` event and keep the tombstone after it."""
+    prefix = unique_name("compacted")
+    dropped = asyncio.run(
+        _copy_without_delete_events(
+            feed.bootstrap,
+            f"{feed.prefix}.{feed.keyspace}.events",
+            f"{prefix}.{feed.keyspace}.events",
+        )
+    )
+    assert dropped > 0, "the workload deleted no events row; nothing was tested"
+    lake = tmp_path / "lake"
+    config = feed.config(lake)
+    config = CdcConfig(
+        cluster=config.cluster,
+        kafka=config.kafka,
+        pipeline=PipelineConfig(lake_directory=lake, clean_topic_prefix=prefix),
+    )
+    LakeJob(spark, config, tables=f"{feed.keyspace}.events", once=True).run()
+    schema = feed.schemas["events"]
+    expected = {k: normalize_json_form(schema, v) for k, v in select_rows(session, schema).items()}
+    got = collect_lake_images(spark, lake_table_path(lake, feed.keyspace, "events"), schema)
+    assert got == expected, f"{len(set(got) - set(expected))} deleted rows stayed in the lake"
