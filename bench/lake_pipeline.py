@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> str:
         shutil.rmtree(home, ignore_errors=True)
     rate = summary.changes / summary.seconds
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    cmd = "  ".join([".venv/bin/python bench/lake_pipeline.py", *sys.argv[1:]])
+    cmd = " ".join([".venv/bin/python bench/lake_pipeline.py", *sys.argv[1:]])
     return f"""# `cdc pipeline lake` throughput
 
 Clean change events merged into a Delta table by the lake job on Spark `local[2]`, from a backlog on a real
@@ -196,11 +196,11 @@ Made with:
 
 | what | value |
 |---|---|
-| change events (c/u/d; plus a tombstone record after each delete) | {summary.changes:,} |
+| clean records the job read (c/u/d events and tombstones; the topic is compacted, as clean topics are, so the broker had already dropped superseded records of many keys) | {summary.changes:,} |
 | distinct keys | {args.keys:,} |
 | micro-batches (`maxOffsetsPerTrigger` {args.max_offsets:,}) | {summary.batches} |
 | lake job, first offset to last commit | {summary.seconds:.1f} s |
-| **change events per second into Delta** | **{rate:,.0f}** |
+| **clean records per second into Delta** | **{rate:,.0f}** |
 | rows inserted / updated / deleted by the MERGEs | {summary.inserted:,} / {summary.updated:,} / {summary.deleted:,} |
 | rows in the table at the end (live keys expected: {len(final):,}) | {rows:,} |
 | rows whose final version differs from the generator's | {wrong} |
