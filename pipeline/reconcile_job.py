@@ -58,10 +58,6 @@ def _tally(schema: TableSchema) -> Any:
     return add
 
 
-def _merge(a: TableDiff, b: TableDiff) -> TableDiff:
-    return a.merge(b)
-
-
 @dataclass(slots=True)
 class TableReport:
     diff: TableDiff
@@ -165,7 +161,7 @@ class ReconcileJob:
 
     def compare_table(self, schema: TableSchema, present: bool = True) -> TableDiff:
         joined = self.cassandra_rows(schema).fullOuterJoin(self.lake_rows(schema, present))
-        return joined.aggregate(TableDiff(schema.name), _tally(schema), _merge)
+        return joined.aggregate(TableDiff(schema.name), _tally(schema), TableDiff.merge)
 
 
 def write_report(report: ReconcileReport, target: Path) -> None:

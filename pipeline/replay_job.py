@@ -207,10 +207,6 @@ def _tally(schema: TableSchema) -> Any:
     return add
 
 
-def _merge_diffs(a: TableDiff, b: TableDiff) -> TableDiff:
-    return a.merge(b)
-
-
 def _lake_row(schema: TableSchema, item: tuple[str, int | None]) -> tuple[str, str, int | None]:
     text, write_time = item
     return clean_key_text(schema, json.loads(text)), text, write_time
@@ -425,7 +421,7 @@ class ReplayJob:
         name = schema.name
         mine = replayed.filter(lambda r: r[0] == name).map(lambda r: (r[1], (r[2], r[4])))
         joined = mine.fullOuterJoin(self.clean_images(schema, ends))
-        return joined.aggregate(TableDiff(name), _tally(schema), _merge_diffs)
+        return joined.aggregate(TableDiff(name), _tally(schema), TableDiff.merge)
 
 
 def run(config: CdcConfig, args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ are added, so Spark's own copies of shared libraries (Jackson, Hadoop, Parquet, 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -94,4 +95,6 @@ def build_spark_session(
     except Exception as exc:  # the JVM failed to start; py4j says little, so say what was tried
         raise PipelineError(f"Spark ({config.master}) did not start: {exc}") from exc
     spark.sparkContext.setLogLevel("WARN")
+    # py4j logs every connection it closes at INFO, the last ones after the process's streams are gone
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     return spark
