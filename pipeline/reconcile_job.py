@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession
 
 from agents.commitlog.table_schema import TableSchema
 from cdc.config import CdcConfig
-from cdc.verify.oracle import driver_value, key_text
+from cdc.verify.oracle import driver_row_image, key_text
 from pipeline.cassandra_scan import scan_table
 from pipeline.errors import PipelineError
 from pipeline.lake_reader import image_of, lake_json
@@ -35,16 +35,14 @@ from pipeline.lake_schema import lake_table_path, normalize_json_form
 from pipeline.row_diff import TableDiff
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
-from schemas.change_codec import json_value_row
 
 log = logging.getLogger(__name__)
 
 
 def cassandra_image(schema: TableSchema, row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(key text, normalized JSON-form row) of one row a scan returned (cassandra-driver values)."""
-    values = {c.name: driver_value(c.type, row.get(c.name)) for c in schema.all_columns()}
-    image = json.loads(json.dumps(json_value_row(schema, values), allow_nan=False))
-    normalized = normalize_json_form(schema, image)
+    _, image = driver_row_image(schema, row)
+    normalized = normalize_json_form(schema, json.loads(json.dumps(image, allow_nan=False)))
     key = {c.name: normalized[c.name] for c in (*schema.partition_key, *schema.clustering)}
     return key_text(key), normalized
 

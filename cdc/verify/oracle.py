@@ -81,23 +81,21 @@ def driver_value(t: CqlType, value: Any) -> Any:
     return value
 
 
+def driver_row_image(schema: TableSchema, row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(key text, image in the clean topics' JSON form) of one row as cassandra-driver returns it."""
+    values = {c.name: driver_value(c.type, row.get(c.name)) for c in schema.all_columns()}
+    image = json_value_row(schema, values)
+    return key_text({c.name: image[c.name] for c in (*schema.partition_key, *schema.clustering)}), image
+
+
 def select_rows(session: Any, schema: TableSchema) -> dict[str, dict[str, Any]]:
     """``SELECT *`` at consistency ALL, keyed by primary key, in the clean topics' JSON form."""
-    columns = {c.name: c for c in schema.all_columns()}
-    key_names = [c.name for c in (*schema.partition_key, *schema.clustering)]
     statement = SimpleStatement(
         f'SELECT * FROM "{schema.keyspace}"."{schema.table}"',
         consistency_level=ConsistencyLevel.ALL,
         fetch_size=2000,
     )
-    rows = {}
-    for row in session.execute(statement):
-        values = {
-            name: driver_value(columns[name].type, v) for name, v in row._asdict().items() if name in columns
-        }
-        image = json_value_row(schema, values)
-        rows[key_text({k: image[k] for k in key_names})] = image
-    return rows
+    return dict(driver_row_image(schema, row._asdict()) for row in session.execute(statement))
 
 
 # ---------------------------------------------------------------------------------------------------------
