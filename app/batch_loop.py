@@ -1,7 +1,7 @@
 """One batch of raw events: restore what is new, merge, then commit state, clean events and offsets at once.
 
-The Faust agent hands each batch here and acknowledges its events only after the Kafka transaction has
-committed, so Faust's own offset commits never run ahead of what was merged and emitted. Any failure
+The raw consumer hands each batch here; its offsets are committed only in the batch's Kafka
+transaction, so the group's position never runs ahead of what was merged and emitted. Any failure
 stops the worker (fail-stop): nothing of the failed batch is visible, the local stores are untouched,
 and the batch is merged again by whichever worker owns the partitions next.
 
@@ -15,8 +15,9 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from aiokafka import TopicPartition
@@ -26,6 +27,7 @@ from agents.commitlog.table_schema import TableSchema
 from app.change_processor import ChangeProcessor, CleanRecord
 from app.errors import TransactionFailed
 from app.partition_states import PartitionStates
+from app.raw_consumer import RawRecord
 from app.table_schemas import TableSchemas
 from app.transactional_sink import TransactionalSink
 from app.worker_stats import WorkerStats
@@ -56,13 +58,11 @@ async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:
 
 
 @dataclass(slots=True, frozen=True)
-class RawRecord:
-    """What the loop needs of a consumed message."""
+class _NeedsSchema:
+    """A decoded raw event whose table schema is not known (or not prepared for the codec) yet."""
 
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
+    table_id: uuid.UUID
+    event: dict[str, Any]
 
 
 @dataclass(slots=True, frozen=True)
@@ -99,6 +99,7 @@ class BatchLoop:
         self.lock = asyncio.Lock()
         self._clean_topics: set[str] = set()
         self._prepared: dict[uuid.UUID, TableSchema] = {}
+        self._table_ids: dict[str, uuid.UUID] = {}
         self._last_digest_expiry = 0.0
         self.failed: BaseException | None = None
 
@@ -114,15 +115,16 @@ class BatchLoop:
 
     # -- batches of raw events
 
-    async def process(self, records: Sequence[RawRecord]) -> int:
+    async def process(self, records: Sequence[RawRecord], current: Callable[[], bool] = lambda: True) -> int:
         """Merge and commit one batch; return how many records were this worker's to process.
 
-        A transaction that fails because Kafka is away is retried from scratch (the stores were rolled
+        ``current`` says whether the batch still belongs to this worker's assignment (no rebalance since
+        it was fetched); it is asked under the lock, which a rebalance also takes. A transaction that fails because Kafka is away is retried from scratch (the stores were rolled
         back) with a new producer, for up to RETRY_FOR_S; then, or when fenced, the error goes up."""
         waited, attempt = 0.0, 0
         while True:
             try:
-                return await self._process_once(records)
+                return await self._process_once(records, current)
             except (TransactionFailed, KafkaError, OSError) as exc:  # Kafka away: topics, restore, commit
                 if getattr(exc, "fatal", False) or waited >= RETRY_FOR_S:
                     raise
@@ -136,10 +138,16 @@ class BatchLoop:
                 except (KafkaError, OSError) as restart_error:
                     log.warning("cannot restart the transactional producer yet: %r", restart_error)
 
-    async def _process_once(self, records: Sequence[RawRecord]) -> int:
+    async def _process_once(self, records: Sequence[RawRecord], current: Callable[[], bool]) -> int:
         async with self.lock:
+            if not current():
+                log.info(
+                    "batch of %d records fetched before a rebalance: left to be fetched again", len(records)
+                )
+                return 0
             started = time.perf_counter()
-            mine = [r for r in records if r.partition in self.partitions.assigned]
+            assigned = self.partitions.assigned
+            mine = [r for r in records if r.partition in assigned]
             log.debug("batch of %d records, %d of assigned partitions", len(records), len(mine))
             if not mine:
                 return 0
@@ -148,7 +156,7 @@ class BatchLoop:
             txns: dict[int, StateTransaction] = {}
             out: list[CleanRecord] = []
             dead: list[tuple[RawRecord, str]] = []
-            offsets: dict[TopicPartition, int] = {}
+            last: dict[int, int] = {}
             schemas = self._schemas_by_id()
             try:
                 for record in mine:
@@ -157,25 +165,28 @@ class BatchLoop:
                         txn = txns[record.partition] = self.partitions.store(record.partition).transaction()
                         # what expired by now goes out before any event is merged on top of it
                         self.processor.expire(txn, schemas, now_ms, out)
-                    tp = TopicPartition(self.topics.raw, record.partition)
-                    offsets[tp] = max(offsets.get(tp, 0), record.offset + 1)
-                    problem = await self._merge(txn, record, now_ms, out)
+                    last[record.partition] = record.offset  # a partition's records come in offset order
+                    problem = self._merge(txn, record, now_ms, out)
+                    if isinstance(problem, _NeedsSchema):
+                        problem = await self._merge_later(txn, problem, now_ms, out)
                     if problem is not None:
                         dead.append((record, problem))
             except BaseException:
                 for txn in txns.values():
                     txn.rollback()
                 raise
-            # once begun, a commit runs to its end even if the agent is cancelled meanwhile: the local
+            offsets = {TopicPartition(self.topics.raw, p): offset + 1 for p, offset in last.items()}
+            # once begun, a commit runs to its end even if the task is cancelled meanwhile: the local
             # stores must follow what Kafka committed, or the next batch would merge on stale state
             await _uncancellable(self._commit_or_rollback(txns, out, dead, offsets))
             self.stats.batches.observe(time.perf_counter() - started)
             return len(mine)
 
-    async def _merge(
+    def _merge(
         self, txn: StateTransaction, record: RawRecord, now_ms: int, out: list[CleanRecord]
-    ) -> str | None:
-        """Merge one record; return why it cannot be merged (it is then dead-lettered), or None."""
+    ) -> str | _NeedsSchema | None:
+        """Merge one record; return why it cannot be merged (it is then dead-lettered), None, or what
+        waits for its table's schema (``_merge_later``: the only part of a merge that awaits)."""
         if record.value is None:
             return "raw record without a value"
         try:
@@ -184,7 +195,20 @@ class BatchLoop:
             event = decode_raw_event(record.value)
         except RawEventError as exc:
             return str(exc)
-        table_id = uuid.UUID(event["table_id"])
+        table_id = self._table_ids.get(event["table_id"])
+        if table_id is None:
+            table_id = self._table_ids[event["table_id"]] = uuid.UUID(event["table_id"])
+        schema = self.schemas.get(table_id)
+        if schema is None or schema is not self._prepared.get(table_id):
+            return _NeedsSchema(table_id, event)
+        self.processor.process(txn, event, schema, now_ms, out)
+        return None
+
+    async def _merge_later(
+        self, txn: StateTransaction, pending: _NeedsSchema, now_ms: int, out: list[CleanRecord]
+    ) -> str | None:
+        """Wait for the schema of an event's table (and prepare the codec for it), then merge it."""
+        table_id, event = pending.table_id, pending.event
         schema = self.schemas.get(table_id) or await self.schemas.wait_for(table_id, SCHEMA_WAIT_S)
         if schema is None:
             self.stats.unknown_table_events.inc()
@@ -263,21 +287,22 @@ class BatchLoop:
         await self._ensure_clean_topics({r.topic for r in out})
         tx = await self.sink.begin()
         try:
-            for clean in out:
-                await tx.send(clean.topic, clean.key, clean.value)
             for record, reason in dead:
-                await tx.send(
-                    self.topics.dead_letter,
-                    record.key,
-                    record.value,
-                )
                 log.error(
                     "raw record %s[%d]@%d dead-lettered to %s: %s",
                     self.topics.raw, record.partition, record.offset, self.topics.dead_letter, reason,
                 )  # fmt: skip
-            for partition, txn in txns.items():
-                for key, value in txn.changelog():
-                    await tx.send(self.topics.changelog, key, value, partition=partition)
+            await tx.send_all(
+                chain(
+                    ((clean.topic, clean.key, clean.value, None) for clean in out),
+                    ((self.topics.dead_letter, record.key, record.value, None) for record, _ in dead),
+                    (
+                        (self.topics.changelog, key, value, partition)
+                        for partition, txn in txns.items()
+                        for key, value in txn.changelog()
+                    ),
+                )
+            )
             written = await tx.commit(offsets, self.topics.group_id)
         except TransactionFailed:
             self.stats.transactions_failed.inc()

@@ -17,7 +17,7 @@ from typing import Any
 from agents.commitlog.table_schema import TableSchema
 from app.worker_stats import WorkerStats
 from schemas.change_codec import ChangeCodec
-from schemas.change_event import ChangeSource, change_envelope, change_key, clean_topic_name
+from schemas.change_event import ChangeSource, clean_topic_name
 from schemas.raw_event import RawEventHead, is_snapshot_source
 from state.change import RowChange, apply_prepared_with_changes, expiry_changes
 from state.partition_state import PartitionState, prepare_event
@@ -183,14 +183,8 @@ class ChangeProcessor:
         out: list[CleanRecord],
     ) -> None:
         topic = self.topic(schema)
-        image = change.after if change.after is not None else change.before
-        assert image is not None
-        key = self.codec.encode_key(schema, change_key(schema, image))
-        out.append(
-            CleanRecord(
-                topic, key, self.codec.encode_value(schema, change_envelope(change, schema, source, now_ms))
-            )
-        )
+        key, value = self.codec.encode_change(schema, change, source, now_ms)
+        out.append(CleanRecord(topic, key, value))
         if change.op == "d":
             out.append(CleanRecord(topic, key, None))  # lets log compaction forget the row
         self.stats.emitted(f"{schema.keyspace}.{schema.table}", change.op)

@@ -14,12 +14,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import faust
-from aiokafka.partitioner import murmur2
 from faust.web import Request, Response, View
 from yarl import URL
 
 from agents.commitlog.table_schema import TableSchema
 from app.key_parser import parse_primary_key
+from cdc.key_partition import key_partition
 from schemas.change_codec import json_value_row
 from schemas.raw_event import encode_raw_key
 from state.cell_merge import Deletion
@@ -95,7 +95,7 @@ def register_views(app: faust.App, worker: Worker) -> None:
         except ValueError as exc:
             return self.json({"error": f"bad key for {keyspace}.{table}: {exc}"}, status=400)
         raw_key = encode_raw_key(schema.keyspace, schema.table, partition_key)
-        partition = (murmur2(raw_key) & 0x7FFFFFFF) % worker.config.kafka.raw_partitions
+        partition = key_partition(raw_key, worker.config.kafka.raw_partitions)
         if partition not in worker.partitions.assigned and "routed" not in request.query:
             owner = worker.owners.owner(partition)
             if owner is None:

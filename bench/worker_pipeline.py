@@ -5,7 +5,8 @@ Starts services of its own in a temporary home (Kafka on 127.0.0.1:29092, a one-
   input     --rows writes to `bench.readings` (a CDC table of narrow 10-column rows; --update-share of them
             UPDATEs of rows written before, the rest INSERTs of new rows), published by a real agent
             (`python -m cdc agent`); every raw event is then written --copies times, shuffled within its
-            partition, to the topic the workers read (12 partitions): what RF=3 replicas look like
+            partition, to the topic the workers read (12 partitions): what RF=3 replicas look like;
+            then Cassandra is stopped (the runs below need only Kafka)
   one       one worker (`python -m cdc worker --config`), timed from its first consumed record (/stats
             `total.in` polled every 0.1 s) until its consumer group's committed lag is 0
   two       two workers (new app_id, own data directories and worker ids) started together on the same
@@ -20,7 +21,8 @@ also samples the `one` worker with py-spy (not a project dependency) and splits 
 
     .venv/bin/python bench/worker_pipeline.py [--rows 100000] [--update-share 0.3] [--copies 3]
         [--phases one two profile state] [--profile] [--profile-seconds 60] [--py-spy EXE]
-        [--state-rows 1000000] [--rows-per-event 1] [--out bench/worker_pipeline.md]
+        [--state-rows 1000000] [--rows-per-event 1] [--batch-max-events N]
+        [--out bench/worker_pipeline.md]
 """
 
 from __future__ import annotations
@@ -377,6 +379,8 @@ _TRUNK = ("_run_module_as_main", "_run_code", "<module>", "main (", "_cmd_worker
 #: where a sample's CPU goes: the first bucket, in this order, with a frame on the sample's stack
 _OWN_BUCKETS = (
     ("decode_raw_event", "decode raw events (fastavro)"),
+    ("peek_raw_event", "read raw event heads (digest, table)"),
+    ("key_partition", "clean record partitions (murmur2)"),
     ("BatchLoop._commit", "Kafka transaction: send clean + changelog records, commit"),
     ("ChangeProcessor._emit", "build and encode change events (JSON)"),
     ("app/worker_stats", "stats and Prometheus counters"),
@@ -384,14 +388,15 @@ _OWN_BUCKETS = (
     ("state/partition_store", "state store: RocksDB reads/writes, row encoding"),
     ("state/", "merge (prepare, apply, diff)"),
     ("BatchLoop.process", "batch loop, other"),
-    ("merge_raw_events", "Faust agent: take batches, ack events"),
+    ("RawConsumer", "raw consumer: getmany batches"),
+    ("merge_raw_events", "worker task: hand batches to the loop"),
 )
 _LIBRARY_BUCKETS = (
     ("aiokafka/consumer", "aiokafka consumer: fetch, parse record batches"),
     ("aiokafka/producer", "aiokafka producer: batches, network"),
     ("aiohttp", "web server (the benchmark's /stats polls)"),
-    ("faust/", "Faust and mode services (consumer thread, streams, conductor)"),
-    ("mode/", "Faust and mode services (consumer thread, streams, conductor)"),
+    ("faust/", "Faust and mode services (timers, web, signals)"),
+    ("mode/", "Faust and mode services (timers, web, signals)"),
     ("aiokafka/", "aiokafka client, other"),
 )
 
@@ -515,6 +520,23 @@ class RunResult:
     def peak_rss_mb(self, worker: str) -> float:
         samples = [kb for _, _, kb in self.rss.get(worker, [])]
         return max([max(samples, default=0) / 1000, self.hwm_mb.get(worker, 0.0)])
+
+
+def worker_defaults(batch_max_events: int | None = None) -> str:
+    """The worker settings that shape throughput and memory, as the config defaults give them."""
+    from dataclasses import fields
+
+    from cdc.config import WorkerConfig
+
+    default = {f.name: f.default for f in fields(WorkerConfig)}
+    if batch_max_events is not None:
+        default["batch_max_events"] = batch_max_events
+    return (
+        f"batches of up to {default['batch_max_events']:,} events / {default['batch_max_wait_ms']} ms, "
+        f"{default['encoding'].upper()} change events, {default['block_cache_size'] >> 20} MiB shared block "
+        f"cache, {default['write_buffer_size'] >> 20} MiB write buffers within a "
+        f"{default['memtable_budget'] >> 20} MiB memtable budget"
+    )
 
 
 # -- the benchmark -----------------------------------------------------------------------------------
@@ -687,6 +709,11 @@ class Bench:
                 "worker_id": worker_id or name,
                 "clean_topic_prefix": app_id,
                 "web_port": free_port(),
+                **(
+                    {}
+                    if self.args.batch_max_events is None
+                    else {"batch_max_events": self.args.batch_max_events}
+                ),
             },
         }
         worker = WorkerProcess(self.home, name, config)
@@ -849,6 +876,13 @@ class Bench:
         phases = self.args.phases
         self.up()
         self.publish_raw()
+        # the workers need only Kafka: Cassandra's flushes and compactions after the writes would
+        # otherwise take CPU from the runs being timed
+        if self.cluster is not None:
+            self.cluster.shutdown()
+            self.cluster = None
+        if self.node.stop():
+            say("stopped Cassandra (the input is on Kafka)")
         if "one" in phases:
             self.run_one()
         if "two" in phases:
@@ -975,16 +1009,16 @@ def report(bench: Bench, command: str) -> str:
         f"Command: `.venv/bin/python {command}`",
         "",
         f"Machine: {os.cpu_count()} cores ({cpu_model()}), {mem_total_gb():.0f} GB RAM, measured "
-        f"{time.strftime('%Y-%m-%d')}. Kafka, the worker(s) and this script share those cores (Cassandra "
-        "and the agent are idle once the input is written). 1-minute load average before the services "
+        f"{time.strftime('%Y-%m-%d')}. Kafka, the worker(s) and this script share those cores (Cassandra and "
+        "the agent are stopped once the input is written). 1-minute load average before the services "
         f"started: {bench.env['load_before'][0]:.2f}; the CPU tables below show what other processes on "
         "the machine used during each run.",
         "",
         f"Versions: Python {sys.version.split()[0]}, Cassandra {bench.env.get('cassandra', '?')} (one node, "
         f"CDC on), Kafka {bench.settings.kafka_version} (one KRaft broker), faust-streaming "
         f"{version('faust-streaming')}, aiokafka {version('aiokafka')}, rocksdict {version('rocksdict')}, "
-        f"fastavro {version('fastavro')}. Code: {bench.env['code']}. Workers: `python -m cdc worker`, default "
-        "settings (batches of up to 1000 events / 50 ms, JSON change events, 64 MiB shared block cache, 8 MiB write buffers).",
+        f"fastavro {version('fastavro')}. Code: {bench.env['code']}. Workers: `python -m cdc worker`, "
+        f"settings ({worker_defaults(bench.args.batch_max_events)}).",
         "",
         *targets(bench),
         "## Input",
@@ -1169,6 +1203,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rows-per-partition", type=int, default=100, help="state run (default 100)")
     parser.add_argument(
         "--rows-per-event", type=int, default=1, help="state run: rows per raw event (default 1)"
+    )
+    parser.add_argument(
+        "--batch-max-events", type=int, help="workers' worker.batch_max_events (default: the config default)"
     )
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     return parser.parse_args(argv)

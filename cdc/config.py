@@ -47,6 +47,7 @@ DEFAULT_MAX_IN_FLIGHT = ByteSize(16 * 2**20)
 DEFAULT_CDC_TOTAL_SPACE = ByteSize(4096 * 2**20)  # Cassandra's default cap (or 1/8 of the volume)
 DEFAULT_BLOCK_CACHE = ByteSize(64 * 2**20)
 DEFAULT_WRITE_BUFFER = ByteSize(8 * 2**20)
+DEFAULT_MEMTABLE_BUDGET = ByteSize(128 * 2**20)
 
 
 @dataclass(slots=True, frozen=True)
@@ -101,8 +102,11 @@ class WorkerConfig:
     encoding: Literal["json", "avro"] = "json"
     schema_registry_url: str | None = None
     """Confluent-compatible schema registry, required when encoding is avro."""
-    batch_max_events: int = 1000
+    batch_max_events: int = 5000
+    """Most raw events merged and committed in one Kafka transaction. A commit waits for about five
+    round trips to the broker: with 1000 events that was 15% of a busy worker's time, with 5000 about 4%."""
     batch_max_wait_ms: int = 50
+    """How long a batch waits for more events once the first has arrived (a quiet stream's latency)."""
     digest_horizon_s: int = 3 * 86400
     """How long a partition update's digest is remembered to drop replica copies (hints arrive within
     max_hint_window, 3 h by default); copies older than this are merged again, harmlessly."""
@@ -121,6 +125,9 @@ class WorkerConfig:
     block_cache_size: ByteSize = DEFAULT_BLOCK_CACHE
     """One RocksDB block cache shared by every partition database of the worker."""
     write_buffer_size: ByteSize = DEFAULT_WRITE_BUFFER
+    memtable_budget: ByteSize = DEFAULT_MEMTABLE_BUDGET
+    """RocksDB memtables of all the worker's partition databases together (one write buffer manager), so
+    a worker's memory does not grow with the number of partitions it owns."""
 
 
 @dataclass(slots=True, frozen=True)

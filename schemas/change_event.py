@@ -107,7 +107,31 @@ def change_key(schema: TableSchema, image: RowImage | RowChange) -> dict[str, An
         raise ChangeEventError(f"{schema.name}: the primary key does not decode: {exc}") from exc
 
 
+def envelope_key(schema: TableSchema, envelope: dict[str, Any]) -> dict[str, Any]:
+    """``change_key`` of the change an envelope carries, read from its decoded row (after, else before)
+    instead of decoding the key columns a second time."""
+    row = envelope["after"] if envelope["after"] is not None else envelope["before"]
+    key = {c.name: row[c.name] for c in schema.partition_key}
+    for c in schema.clustering:
+        key[c.name] = row[c.name]
+    return key
+
+
 _SHAPES = {"c": (False, True), "u": (True, True), "d": (True, False)}
+
+
+def envelope_op(change: RowChange, schema: TableSchema, source: ChangeSource) -> str:
+    """The envelope's ``op`` of a change, after checking the change has the images its op needs."""
+    op = change.op
+    shape = _SHAPES.get(op)
+    if shape is None:
+        raise ChangeEventError(f"{schema.name}: unknown change op {op!r} (expected c, u or d)")
+    if shape != (change.before is not None, change.after is not None):
+        raise ChangeEventError(
+            f"{schema.name}: op {op!r} with before={'set' if change.before else 'None'}, "
+            f"after={'set' if change.after else 'None'}"
+        )
+    return "r" if source.snapshot and op == "c" else op
 
 
 def change_envelope(
@@ -120,17 +144,7 @@ def change_envelope(
     had already partly written (``u``), and a TTL'd cell whose expiry passed while the read travelled can
     even take a value or the row away (``u``, ``d``) - the change Cassandra made when it expired.
     """
-    op = change.op
-    shape = _SHAPES.get(op)
-    if shape is None:
-        raise ChangeEventError(f"{schema.name}: unknown change op {op!r} (expected c, u or d)")
-    if shape != (change.before is not None, change.after is not None):
-        raise ChangeEventError(
-            f"{schema.name}: op {op!r} with before={'set' if change.before else 'None'}, "
-            f"after={'set' if change.after else 'None'}"
-        )
-    if source.snapshot and op == "c":
-        op = "r"
+    op = envelope_op(change, schema, source)
     try:
         before = None if change.before is None else decode_row(change.before, schema)
         after = None if change.after is None else decode_row(change.after, schema)

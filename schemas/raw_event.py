@@ -156,27 +156,36 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+def _span(data: bytes, pos: int) -> tuple[int, int]:
+    """Start and end of the Avro string/bytes at ``pos`` (one length byte when under 64 bytes)."""
+    size = data[pos]
+    if size < 0x80:
+        return pos + 1, pos + 1 + (size >> 1)
+    size, start = _varint(data, pos)
+    return start, start + size
+
+
 def peek_raw_event(data: bytes) -> RawEventHead:
     """Keyspace, table and digest of an encoded raw event, read by hand from the fixed field order of
     raw_mutation.avsc (format, source{cluster, node, 5 numbers}, keyspace, table, table_id,
-    partition_key, digest): about a tenth of a full decode, and a worker drops two of three events
-    (the other replicas' copies) on the digest alone."""
+    partition_key, digest): a tenth of a full decode, and a worker drops two of three events (the
+    other replicas' copies) on the digest alone."""
     try:
-        _, pos = _varint(data, 0)  # format
-        for _ in range(2):  # source.cluster, source.node
-            size, pos = _varint(data, pos)
-            pos += size
-        for _ in range(5):  # source.segment_id .. source.published_at_ms
-            _, pos = _varint(data, pos)
-        size, pos = _varint(data, pos)
-        keyspace = data[pos : pos + size].decode()
-        pos += size
-        size, pos = _varint(data, pos)
-        table = data[pos : pos + size].decode()
-        pos += size
-        for _ in range(2):  # table_id, partition_key
-            size, pos = _varint(data, pos)
-            pos += size
+        pos = 0
+        while data[pos] & 0x80:  # format
+            pos += 1
+        _, pos = _span(data, pos + 1)  # source.cluster
+        _, pos = _span(data, pos)  # source.node
+        for _ in range(5):  # source.segment_id .. source.published_at_ms: skipped, not decoded
+            while data[pos] & 0x80:
+                pos += 1
+            pos += 1
+        start, pos = _span(data, pos)
+        keyspace = data[start:pos].decode()
+        start, pos = _span(data, pos)
+        table = data[start:pos].decode()
+        _, pos = _span(data, pos)  # table_id
+        _, pos = _span(data, pos)  # partition_key
         digest = bytes(data[pos : pos + 16])
     except (IndexError, UnicodeDecodeError) as exc:
         raise RawEventError(f"raw event head does not decode ({len(data)} bytes): {exc}") from exc

@@ -34,8 +34,10 @@ from rocksdict import (
 
 from state.errors import StoreError
 from state.partition_state import PartitionState
+from state.recent_digests import RecentDigests
 from state.store_codec import decode_header_value, decode_row_value
 from state.store_keys import (
+    DIGEST,
     ROW,
     header_key,
     meta_key,
@@ -51,6 +53,7 @@ MiB = 1024 * 1024
 #: layout version of the whole store (keys and meta); store_codec versions the values
 STORE_FORMAT = 1
 
+_DIGEST_KIND = DIGEST[0]
 _SOURCE_OFFSET = meta_key("source_offset")
 _CHANGELOG_OFFSET = meta_key("changelog_offset")
 _FORMAT = meta_key("format")
@@ -82,8 +85,11 @@ class StoreOptions:
     write_buffer_manager: WriteBufferManager | None = None
     bloom_bits_per_key: int = 10
     background_jobs: int = 2
-    #: fsync the WAL at every commit; off by default since the changelog topic is the durable copy
-    sync_commits: bool = False
+    #: RocksDB's write-ahead log. Off by default: every write is also in the changelog topic, committed
+    #: in the same Kafka transaction, and the changelog offset a store has applied is written in the same
+    #: WriteBatch as the data, so a store that loses its unflushed writes in a crash is consistent at an
+    #: earlier offset and catches up from the changelog when it is opened (a clean close flushes)
+    write_ahead_log: bool = False
 
 
 def _rocks_options(options: StoreOptions) -> Options:
@@ -131,8 +137,10 @@ class PartitionStore:
         except Exception as exc:  # rocksdict raises plain Exception for I/O and lock errors
             raise StoreError(f"cannot open the state of partition {partition} at {self.path}: {exc}") from exc
         self._write_options = WriteOptions()
-        self._write_options.sync = self.options.sync_commits
+        self._write_options.disable_wal = not self.options.write_ahead_log
         self._active: StateTransaction | None = None
+        #: digest keys committed lately (a memo in front of RocksDB for replica copies)
+        self.recent_digests = RecentDigests()
         self._closed = False
         try:
             self._check_identity()
@@ -224,6 +232,7 @@ class PartitionStore:
             raise StoreError(f"changelog offset {changelog_offset} of partition {self.partition} is negative")
         batch = WriteBatch(raw_mode=True)
         count = 0
+        digests: list[tuple[bytes, bool]] = []
         for key, value in entries:
             if not isinstance(key, bytes) or not key:
                 raise StoreError(
@@ -233,6 +242,8 @@ class PartitionStore:
                 batch.delete(key)
             else:
                 batch.put(key, value)
+            if key[0] == _DIGEST_KIND:
+                digests.append((key, value is not None))
             count += 1
         if source_offset is None:
             batch.delete(_SOURCE_OFFSET)
@@ -247,6 +258,12 @@ class PartitionStore:
             ) from exc
         self._source_offset = source_offset
         self._changelog_offset = changelog_offset
+        recent = self.recent_digests
+        for key, stored in digests:
+            if stored:
+                recent.add(key)
+            else:
+                recent.discard(key)
         return count
 
     def restore(

@@ -239,7 +239,8 @@ def partition_images(state: PartitionState, schema: TableSchema, now_s: int) -> 
 # decoding
 
 
-def _decode_column(column: ColumnSchema, image: ColumnImage | None, is_counter: bool) -> Any:
+def decode_column(column: ColumnSchema, image: ColumnImage | None, is_counter: bool) -> Any:
+    """The Python value of one column of an image (None: null), as ``decode_row`` gives it."""
     if image is None:
         return None
     if isinstance(image, tuple):
@@ -266,9 +267,9 @@ def decode_row(image: RowImage, schema: TableSchema) -> dict[str, Any]:
     layout = layout_for(schema)
     out = primary_key(image, schema)
     for name, column in schema.static_columns.items():
-        out[name] = _decode_column(column, image.static.get(name), layout.static[name].is_counter)
+        out[name] = decode_column(column, image.static.get(name), layout.static[name].is_counter)
     for name, column in schema.regular_columns.items():
-        out[name] = _decode_column(column, image.regular.get(name), layout.regular[name].is_counter)
+        out[name] = decode_column(column, image.regular.get(name), layout.regular[name].is_counter)
     return out
 
 

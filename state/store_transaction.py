@@ -132,6 +132,8 @@ class StateTransaction:
         self._groups: dict[bytes, set[bytes]] = {}
         #: the stored value of every key a load read, so a save knows the old bytes and due entry
         self._known: dict[bytes, bytes | None] = {}
+        #: the digest key the last seen_digest found missing (until the next write)
+        self._unseen_digest: bytes | None = None
         self._open = True
         #: values read from RocksDB (point reads and scanned entries), and overlay writes
         self.reads = 0
@@ -179,6 +181,7 @@ class StateTransaction:
 
     def _put(self, key: bytes, value: bytes | None) -> None:
         self._overlay[key] = value
+        self._unseen_digest = None
         self.writes += 1
         kind = key[0]
         if kind == _ROW_KIND:
@@ -446,13 +449,26 @@ class StateTransaction:
     def seen_digest(self, digest: bytes) -> bool:
         """Whether a partition update with this digest was remembered (and not yet expired)."""
         self._check_open()
-        return self._get(digest_key(digest)) is not None
+        key = digest_key(digest)
+        seen = self._digest_stored(key)
+        self._unseen_digest = None if seen else key
+        return seen
+
+    def _digest_stored(self, key: bytes) -> bool:
+        overlay = self._overlay
+        if key in overlay:
+            return overlay[key] is not None
+        if key in self._store.recent_digests:  # committed lately: no RocksDB read
+            return True
+        self.reads += 1
+        return self._db.get(key) is not None
 
     def remember_digest(self, digest: bytes, now_ms: int) -> bool:
         """Remember a digest as first seen at ``now_ms``; False (and no write) when already known."""
         self._check_open()
         key = digest_key(digest)
-        if self._get(key) is not None:
+        # the usual call follows a seen_digest that just missed it: nothing was written since
+        if key != self._unseen_digest and self._digest_stored(key):
             return False
         self._put(key, pack_u64(now_ms))
         self._put(digest_age_key(now_ms, digest), b"")

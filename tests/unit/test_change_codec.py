@@ -32,6 +32,7 @@ from schemas.change_codec import (
     avro_decimal,
     avro_name,
     cql_name_of,
+    encode_change_via_envelope,
     json_value_row,
     without_branches,
 )
@@ -64,6 +65,8 @@ CREATE TABLE ks.udtkey (pk int, ck frozen<addr>, v int, PRIMARY KEY (pk, ck))
     WITH ID = 00000000-0000-0000-0000-0000000000e4;
 CREATE TABLE ks.names ("a-b" int PRIMARY KEY, "_a_2d_b" int, "A-B" int, "a b" int, a_b int)
     WITH ID = 00000000-0000-0000-0000-0000000000e5;
+CREATE TABLE ks.scalars (id uuid, ts timestamp, i int, b bigint, d double, t text, f boolean, u timeuuid,
+    s text static, PRIMARY KEY (id, ts)) WITH ID = 00000000-0000-0000-0000-0000000000e6;
 """
 CATALOG = load_schema_from_cql(DDL)
 
@@ -719,3 +722,68 @@ def test_bad_prefix_or_namespace_is_refused() -> None:
         AvroChangeCodec(InMemorySchemaRegistryClient(), "bad prefix")
     with pytest.raises(ValueError, match="namespace"):
         AvroChangeCodec(InMemorySchemaRegistryClient(), "cdc", namespace="")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# encode_change: the JSON codec's one-step path writes the envelope path's bytes
+
+
+def _same_as_envelope_path(
+    codec: JsonChangeCodec, schema: TableSchema, change: RowChange, source: ChangeSource
+) -> None:
+    try:
+        expected: tuple[bytes, bytes] | Exception = encode_change_via_envelope(
+            codec, schema, change, source, 77
+        )
+    except Exception as exc:  # the reference path's error is the one to raise
+        expected = exc
+    if isinstance(expected, Exception):
+        with pytest.raises(type(expected), match=re.escape(str(expected))):
+            codec.encode_change(schema, change, source, 77)
+    else:
+        assert codec.encode_change(schema, change, source, 77) == expected
+
+
+SNAPSHOT = ChangeSource("main", "ks", "everything", None, None, None, None, snapshot=True)
+
+
+def test_json_encode_change_equals_the_envelope_path_for_every_type() -> None:
+    codec = JsonChangeCodec()
+    changes = [(EVERYTHING, c) for c in everything_changes()]
+    changes += [
+        (EVERYTHING, c) for c in run(EVERYTHING, PK, [Write(PK, (), {"s_text": "only static"}, ts=1)])
+    ]
+    counters = table("cnt")
+    changes += [
+        (counters, c)
+        for c in run(counters, 1, [CounterShard(1, ("a",), "hits", counter_id=1, clock=1, count=5, ts=10)])
+    ]
+    assert {c.op for _, c in changes} == {"c", "u", "d"}
+    for schema, change in changes:
+        for source in (SOURCE, SNAPSHOT):
+            _same_as_envelope_path(codec, schema, change, source)
+
+
+def test_json_encode_change_equals_the_envelope_path_for_odd_serialized_values() -> None:
+    """Values of every length around the expected one (empty, short, long) and invalid UTF-8: the one-step
+    forms take only what they fully understand, and errors are the envelope path's."""
+    codec = JsonChangeCodec()
+    schema = table("scalars")
+    sizes = {"i": 4, "b": 8, "d": 8, "f": 1, "u": 16, "t": 3, "s": 3}
+    rng = random.Random(12)
+    key = uuid.UUID(int=7)
+    for n in range(400):
+        values: dict[str, Any] = {}
+        for column, size in sizes.items():
+            length = rng.choice((0, size - 1, size, size, size, size + 1))
+            raw = rng.randbytes(max(length, 0))
+            if column == "u" and length == 16:
+                raw = uuid.uuid1(node=n).bytes
+            values[column] = Raw(raw) if rng.random() < 0.9 else None
+        for source in (SOURCE, SNAPSHOT):
+            for change in run(
+                schema,
+                key,
+                [Write(key, (dt.datetime(2024, 1, 1, tzinfo=dt.UTC),), values, ts=1, insert=True)],
+            ):
+                _same_as_envelope_path(codec, schema, change, source)

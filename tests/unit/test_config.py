@@ -74,6 +74,16 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
         ),
         ("- a list\n", {}, r"must hold a mapping of sections"),
         (MINIMAL + "  metrics_port: 70000\n", {}, r"metrics_port: 70000 is not a TCP port"),
+        (
+            "worker:\n  data_directory: /w\n",
+            {"CDC__WORKER__MEMTABLE_BUDGET": "0MiB"},
+            r"worker\.memtable_budget \(environment variable CDC__WORKER__MEMTABLE_BUDGET\): expected a positive size",
+        ),
+        (
+            "worker:\n  data_directory: /w\n  batch_max_events: 0\n",
+            {},
+            r"worker\.batch_max_events must be greater than 0 \(file",
+        ),
     ],
 )
 def test_bad_values_name_key_and_source(tmp_path: Path, text: str, env: dict[str, str], message: str) -> None:

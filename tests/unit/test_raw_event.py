@@ -72,6 +72,8 @@ def test_peek_reads_keyspace_table_and_digest_without_decoding_the_body() -> Non
     schema = table("kv")
     event = EventBuilder(schema).event(Write(key=7, clustering=(1,), values={"w": "x"}, ts=5))
     event["keyspace"], event["table"] = "ks_é", "t" * 300
+    event["source"] = {**event["source"], "cluster": "c" * 70, "segment_id": 2**62, "entry_offset": -3,
+                       "position": 2**31, "published_at_ms": 1_790_000_000_000}  # fmt: skip
     data = encode_raw_event(event)
     head = peek_raw_event(data)
     decoded = decode_raw_event(data)

@@ -23,6 +23,7 @@ from state.change import RowChange, apply_with_changes, expiry_changes
 from state.errors import StoreError
 from state.partition_state import PartitionState, prepare_event
 from state.partition_store import PartitionStore, StoreOptions
+from state.recent_digests import RecentDigests
 from state.row_state import RowState
 from state.store_codec import stored_due
 from state.store_keys import due_key, meta_key, pack_u64, parse_row_key, unpack_u64
@@ -531,3 +532,26 @@ def test_the_digest_horizon_forgets_the_oldest_digests(store: PartitionStore) ->
     keys = {k[:1] for k, _ in everything(store)}
     assert keys == {b"D", b"E", b"M"}
     assert sum(1 for k, _ in everything(store) if k[:1] == b"D") == 31
+
+
+def test_the_memo_of_recent_digests_follows_commits_deletes_and_rollbacks(store: PartitionStore) -> None:
+    store.recent_digests = RecentDigests(generation=4)
+    digests = [bytes([i]) * 16 for i in range(10)]
+    with store.transaction() as txn:
+        for i, digest in enumerate(digests):
+            assert txn.remember_digest(digest, 1000 + i)
+        txn.commit(None, 1)
+    assert 0 < len(store.recent_digests) <= 8, "bounded: the oldest generation is dropped whole"
+    with store.transaction() as txn:
+        reads = txn.reads
+        assert txn.seen_digest(digests[-1]) and txn.reads == reads, "a recent digest needs no RocksDB read"
+        assert all(txn.seen_digest(d) for d in digests), "older ones are still found in RocksDB"
+        assert txn.remember_digest(b"n" * 16, 2000)
+        txn.rollback()
+    with store.transaction() as txn:
+        assert not txn.seen_digest(b"n" * 16), "a rolled-back digest was never stored"
+        assert txn.expire_digests(5000, 100) == 10
+        txn.commit(None, 2)
+    assert len(store.recent_digests) == 0
+    with store.transaction() as txn:
+        assert not any(txn.seen_digest(d) for d in digests), "expired digests are forgotten by the memo too"
