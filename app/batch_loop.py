@@ -119,8 +119,9 @@ class BatchLoop:
         """Merge and commit one batch; return how many records were this worker's to process.
 
         ``current`` says whether the batch still belongs to this worker's assignment (no rebalance since
-        it was fetched); it is asked under the lock, which a rebalance also takes. A transaction that fails because Kafka is away is retried from scratch (the stores were rolled
-        back) with a new producer, for up to RETRY_FOR_S; then, or when fenced, the error goes up."""
+        it was fetched); it is asked under the lock, which a rebalance also takes. A transaction that
+        fails because Kafka is away is retried from scratch (the stores were rolled back) with a new
+        producer, for up to RETRY_FOR_S; then, or when fenced, the error goes up."""
         waited, attempt = 0.0, 0
         while True:
             try:

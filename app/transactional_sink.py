@@ -85,8 +85,8 @@ class OpenTransaction:
                 keys.append(key)
         chosen: dict[int, int] = {}
         for topic, (indexes, keys) in keyed.items():
-            count = len(await self.producer.partitions_for(topic))
-            chosen.update(zip(indexes, key_partitions(keys, count), strict=True))
+            partitions = len(await self.producer.partitions_for(topic))
+            chosen.update(zip(indexes, key_partitions(keys, partitions), strict=True))
         by_partition: dict[tuple[str, int], list[tuple[bytes | None, bytes | None]]] = {}
         for i, (topic, key, value, partition) in enumerate(records):
             if partition is None:

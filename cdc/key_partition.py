@@ -1,8 +1,8 @@
 """Kafka's default partition of a record key: ``(murmur2(key) & 0x7fffffff) % partitions``.
 
 The same hash as the Java client's ``Utils.murmur2`` (and aiokafka's), so a key lands where any other
-client would put it, computed a 32-bit word at a time: aiokafka's byte-by-byte version cost a worker
-about 16 µs per clean record, more than encoding the record.
+client would put it. aiokafka's byte-by-byte version took about 6.5 µs for a 40-70 byte key; this one
+takes 4.5 µs a word at a time, and ``key_partitions`` about 0.3 µs per key for a batch.
 """
 
 from __future__ import annotations

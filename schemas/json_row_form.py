@@ -83,6 +83,11 @@ def value_form(cql_type: CqlType, convert: Callable[[Any], Any] | None) -> Value
     return slow
 
 
+#: a non-key column: name, static, whether ``form`` takes the whole column image (counters, multi-cell
+#: columns) or one cell's value bytes, and ``form``
+_ColumnForm = tuple[str, bool, bool, Callable[[Any], Any]]
+
+
 class JsonRowForm:
     """Row images of one table in the JSON form (every column by CQL name, None for null)."""
 
@@ -92,7 +97,7 @@ class JsonRowForm:
         def simple(column: ColumnSchema) -> tuple[str, ValueForm]:
             return column.name, value_form(column.type, converter_of(column.type))
 
-        def column_form(column: ColumnSchema, shape: ColumnLayout, static: bool) -> tuple[str, bool, Any]:
+        def column_form(column: ColumnSchema, shape: ColumnLayout, static: bool) -> _ColumnForm:
             is_counter = shape.is_counter
             if is_counter or shape.is_complex:
                 convert = converter_of(column.type)
@@ -101,8 +106,8 @@ class JsonRowForm:
                     value = decode_column(column, image, is_counter)
                     return value if value is None or convert is None else convert(value)
 
-                return column.name, static, (whole, True)
-            return column.name, static, (value_form(column.type, converter_of(column.type)), False)
+                return column.name, static, True, whole
+            return column.name, static, False, value_form(column.type, converter_of(column.type))
 
         self.partition_key = [simple(c) for c in schema.partition_key]
         self.clustering = [simple(c) for c in schema.clustering]
@@ -122,7 +127,7 @@ class JsonRowForm:
             raw = None if clustering is None else clustering[i]
             out[name] = None if raw is None else form(raw)
         static, regular = image.static, image.regular
-        for name, is_static, (form, whole) in self.columns:
+        for name, is_static, whole, form in self.columns:
             cell = (static if is_static else regular).get(name)
             if cell is None:
                 out[name] = None

@@ -455,13 +455,9 @@ class StateTransaction:
         return seen
 
     def _digest_stored(self, key: bytes) -> bool:
-        overlay = self._overlay
-        if key in overlay:
-            return overlay[key] is not None
-        if key in self._store.recent_digests:  # committed lately: no RocksDB read
-            return True
-        self.reads += 1
-        return self._db.get(key) is not None
+        if key not in self._overlay and key in self._store.recent_digests:
+            return True  # committed lately: no RocksDB read
+        return self._get(key) is not None
 
     def remember_digest(self, digest: bytes, now_ms: int) -> bool:
         """Remember a digest as first seen at ``now_ms``; False (and no write) when already known."""
