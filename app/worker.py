@@ -332,7 +332,7 @@ def _settle_garbage_collector() -> None:
     """Start-up objects (modules, Faust's app, schemas) move out of the collector's sight, and young
     collections run less often: a batch allocates hundreds of thousands of short-lived dicts (decoded
     events), and the default threshold makes the collector walk them every 700 allocations. Reference
-    counting frees them; the collector is only for cycles, which the merge path does not make."""
+    counting frees them; the collector is only needed for cycles, which are rare there and still collected."""
     gc.collect()
     gc.freeze()
     _, middle, old = gc.get_threshold()

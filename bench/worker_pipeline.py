@@ -7,8 +7,8 @@ Starts services of its own in a temporary home (Kafka on 127.0.0.1:29092, a one-
             (`python -m cdc agent`); every raw event is then written --copies times, shuffled within its
             partition, to the topic the workers read (12 partitions): what RF=3 replicas look like;
             then Cassandra is stopped (the runs below need only Kafka)
-  cold      one worker on the input right after it was written: the broker has just started, has not
-            served a fetch of these segments yet and runs interpreted code; reported, not the target's figure
+  cold      one worker on the input right after it was written, on a broker that has just started and
+            has not served these segments yet; reported next to the target's figure
   one       one worker (`python -m cdc worker --config`) on the same input, with a group of its own, once
             the broker has served it (as a long-running broker has); timed from its first consumed record
             (/stats `total.in` polled every 0.1 s) until its consumer group's committed lag is 0
