@@ -112,6 +112,9 @@ class WorkerConfig:
     max_hint_window, 3 h by default); copies older than this are merged again, harmlessly."""
     expiry_interval_ms: int = 1000
     transaction_timeout_ms: int = 20_000
+    """How long the broker keeps a killed worker's open transaction before it aborts it (it looks every
+    10 s); until then read_committed readers of the clean topics wait at it. A worker started with the
+    same worker_id aborts it at once."""
     startup_timeout_s: int = 120
     """How long a starting worker waits for Kafka (topics, schemas, its producer) before it gives up."""
     session_timeout_ms: int = 15_000

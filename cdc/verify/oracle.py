@@ -12,6 +12,7 @@ import asyncio
 import datetime as dt
 import ipaddress
 import json
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -115,8 +116,53 @@ class CleanEvent:
         return key_text(self.key)
 
 
-async def read_topic_records(bootstrap: str, topic: str) -> list[tuple[int, int, int, bytes, bytes | None]]:
-    """(partition, offset, timestamp ms, key, value) of every committed record of ``topic``, in order."""
+#: how long a read waits for the transactions open on a topic to end. A killed producer's transaction is
+#: aborted by the broker once its transaction.timeout.ms has passed, at a check that runs every 10 s.
+STABLE_WAIT_S = 120.0
+
+
+class TopicNotStable(RuntimeError):
+    """A transaction stayed open on a topic longer than a read may wait for it."""
+
+
+async def _stable_ends(
+    consumer: AIOKafkaConsumer, bootstrap: str, tps: list[TopicPartition], wait_s: float
+) -> dict[TopicPartition, int]:
+    """Each partition's end for ``consumer`` (read_committed), once every transaction that had written to
+    it when the read began has ended.
+
+    Until then a read_committed read stops at the open transaction's first offset (the last stable
+    offset), so it would miss what other producers committed behind it. A killed worker leaves such a
+    transaction, and the worker that takes over commits its events behind it."""
+    latest = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)  # read_uncommitted
+    await latest.start()
+    try:
+        written = await latest.end_offsets(tps)
+    finally:
+        await latest.stop()
+    deadline = time.monotonic() + wait_s
+    while True:
+        stable = await consumer.end_offsets(tps)
+        open_on = [tp for tp in tps if stable[tp] < written[tp]]
+        if not open_on:
+            return stable
+        if time.monotonic() >= deadline:
+            where = ", ".join(
+                f"{tp.partition} (stable up to {stable[tp]}, written up to {written[tp]})" for tp in open_on
+            )
+            raise TopicNotStable(
+                f"topic {tps[0].topic}: a transaction is still open after {wait_s:.0f} s on partitions {where}; "
+                "its producer neither commits nor aborts it, and the broker aborts it only after the "
+                "producer's transaction.timeout.ms"
+            )
+        await asyncio.sleep(0.5)
+
+
+async def read_topic_records(
+    bootstrap: str, topic: str, *, stable_wait_s: float = STABLE_WAIT_S
+) -> list[tuple[int, int, int, bytes, bytes | None]]:
+    """(partition, offset, timestamp ms, key, value) of every committed record of ``topic``, in order:
+    everything written before the call, once each transaction open then has been committed or aborted."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed"
     )
@@ -131,7 +177,7 @@ async def read_topic_records(bootstrap: str, topic: str) -> list[tuple[int, int,
             return []
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
+        ends = await _stable_ends(consumer, bootstrap, tps, stable_wait_s)
         out = []
         while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
             batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)

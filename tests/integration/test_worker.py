@@ -48,7 +48,9 @@ from tests.integration.worker_harness import (
 from tests.schema_registry_stub import running_registry
 
 RAW_PARTITIONS = 6
-TTL_S = 25
+#: long enough that the TTL'd rows are still live when the worker first merges them (the agent alone can
+#: take 20 s to publish the workload), so their expiry is the timer's to emit
+TTL_S = 60
 USERS = 150
 EVENT_PARTITIONS = 12
 
