@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from cdc.kafka_topics import TopicSpec, ensure_topics
 from cdc.verify.oracle import TopicNotStable, read_topic_records
 from tests.integration.agent_harness import unique_name
 
@@ -27,12 +27,7 @@ async def _transactional_producer(bootstrap: str) -> AIOKafkaProducer:
 
 async def _a_committed_record_behind_an_open_transaction(bootstrap: str) -> None:
     topic = unique_name("oracle")
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 1, 1)])
-    finally:
-        await admin.close()
+    await ensure_topics(bootstrap, [TopicSpec(topic, 1, 1)])
     stalled = await _transactional_producer(bootstrap)
     other = await _transactional_producer(bootstrap)
     try:
