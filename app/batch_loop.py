@@ -5,6 +5,11 @@ transaction, so the group's position never runs ahead of what was merged and emi
 stops the worker (fail-stop): nothing of the failed batch is visible, the local stores are untouched,
 and the batch is merged again by whichever worker owns the partitions next.
 
+Change records wait in memory for the commit, except that once SEND_EARLY_RECORDS of them are held they
+are sent into the batch's transaction, begun early for that. A partition deletion or a static write in
+a wide partition emits one change per row, and they stream out that way; they still become visible only
+at the commit, with everything else.
+
 The expiry timer runs its transactions under the same lock, so a batch and an expiry never interleave.
 """
 
@@ -15,10 +20,10 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any
+from typing import Any, TypeVar
 
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
@@ -29,7 +34,7 @@ from app.errors import TransactionFailed
 from app.partition_states import PartitionStates
 from app.raw_consumer import RawRecord
 from app.table_schemas import TableSchemas
-from app.transactional_sink import TransactionalSink
+from app.transactional_sink import OpenTransaction, TransactionalSink
 from app.worker_stats import WorkerStats
 from cdc.kafka_topics import TopicSpec, ensure_topics
 from schemas.raw_event import RawEventError, decode_raw_event, peek_raw_event
@@ -43,6 +48,11 @@ SCHEMA_WAIT_S = 15.0
 RETRY_FOR_S = 180.0
 #: digests older than the horizon are forgotten this often
 DIGEST_EXPIRY_EVERY_S = 60.0
+#: change records held before they are sent on in the batch's open transaction (a wide partition's
+#: changes stream out this way rather than waiting, all of them, for the commit)
+SEND_EARLY_RECORDS = 10_000
+
+T = TypeVar("T")
 
 
 async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:
@@ -63,6 +73,14 @@ class _NeedsSchema:
 
     table_id: uuid.UUID
     event: dict[str, Any]
+
+
+@dataclass(slots=True, frozen=True)
+class _Ready:
+    """A decoded raw event and its table's schema, ready to merge."""
+
+    event: dict[str, Any]
+    schema: TableSchema
 
 
 @dataclass(slots=True, frozen=True)
@@ -101,6 +119,8 @@ class BatchLoop:
         self._prepared: dict[uuid.UUID, TableSchema] = {}
         self._table_ids: dict[str, uuid.UUID] = {}
         self._last_digest_expiry = 0.0
+        #: the batch's Kafka transaction, once records were sent before its commit
+        self._open: OpenTransaction | None = None
         self.failed: BaseException | None = None
 
     async def restart_sink(self) -> None:
@@ -165,16 +185,21 @@ class BatchLoop:
                     if txn is None:
                         txn = txns[record.partition] = self.partitions.store(record.partition).transaction()
                         # what expired by now goes out before any event is merged on top of it
-                        self.processor.expire(txn, schemas, now_ms, out)
+                        await self._drive(self.processor.expire(txn, schemas, now_ms, out), out)
                     last[record.partition] = record.offset  # a partition's records come in offset order
-                    problem = self._merge(txn, record, now_ms, out)
+                    problem = self._decode(txn, record)
                     if isinstance(problem, _NeedsSchema):
-                        problem = await self._merge_later(txn, problem, now_ms, out)
-                    if problem is not None:
+                        problem = await self._schema_for(problem)
+                    if isinstance(problem, _Ready):
+                        await self._drive(
+                            self.processor.process(txn, problem.event, problem.schema, now_ms, out), out
+                        )
+                    elif problem is not None:
                         dead.append((record, problem))
             except BaseException:
                 for txn in txns.values():
                     txn.rollback()
+                await self._abort_open()
                 raise
             offsets = {TopicPartition(self.topics.raw, p): offset + 1 for p, offset in last.items()}
             # once begun, a commit runs to its end even if the task is cancelled meanwhile: the local
@@ -183,11 +208,9 @@ class BatchLoop:
             self.stats.batches.observe(time.perf_counter() - started)
             return len(mine)
 
-    def _merge(
-        self, txn: StateTransaction, record: RawRecord, now_ms: int, out: list[CleanRecord]
-    ) -> str | _NeedsSchema | None:
-        """Merge one record; return why it cannot be merged (it is then dead-lettered), None, or what
-        waits for its table's schema (``_merge_later``: the only part of a merge that awaits)."""
+    def _decode(self, txn: StateTransaction, record: RawRecord) -> _Ready | _NeedsSchema | str | None:
+        """What to do with one record: merge it, wait for its table's schema first (the only part that
+        awaits), dead-letter it (why), or nothing (a copy already merged)."""
         if record.value is None:
             return "raw record without a value"
         try:
@@ -202,13 +225,10 @@ class BatchLoop:
         schema = self.schemas.get(table_id)
         if schema is None or schema is not self._prepared.get(table_id):
             return _NeedsSchema(table_id, event)
-        self.processor.process(txn, event, schema, now_ms, out)
-        return None
+        return _Ready(event, schema)
 
-    async def _merge_later(
-        self, txn: StateTransaction, pending: _NeedsSchema, now_ms: int, out: list[CleanRecord]
-    ) -> str | None:
-        """Wait for the schema of an event's table (and prepare the codec for it), then merge it."""
+    async def _schema_for(self, pending: _NeedsSchema) -> _Ready | str:
+        """Wait for the schema of an event's table (and prepare the codec for it)."""
         table_id, event = pending.table_id, pending.event
         schema = self.schemas.get(table_id) or await self.schemas.wait_for(table_id, SCHEMA_WAIT_S)
         if schema is None:
@@ -220,8 +240,31 @@ class BatchLoop:
         if schema is not self._prepared.get(table_id):
             await self.processor.codec.prepare(schema)  # registry calls happen here, off the event loop
             self._prepared[table_id] = schema
-        self.processor.process(txn, event, schema, now_ms, out)
-        return None
+        return _Ready(event, schema)
+
+    async def _drive(self, steps: Generator[None, None, T], out: list[CleanRecord]) -> T:
+        """Run a processor step to its end, sending ``out`` on whenever it holds SEND_EARLY_RECORDS."""
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if len(out) >= SEND_EARLY_RECORDS:
+                await self._send_early(out)
+
+    async def _send_early(self, out: list[CleanRecord]) -> None:
+        """Send the change records so far in the batch's transaction (begun here if need be)."""
+        await self._ensure_clean_topics({r.topic for r in out})
+        if self._open is None:
+            self._open = await self.sink.begin()
+        await self._open.send_all((clean.topic, clean.key, clean.value, None) for clean in out)
+        self.stats.sent_early.inc(len(out))
+        out.clear()
+
+    async def _abort_open(self) -> None:
+        tx, self._open = self._open, None
+        if tx is not None:
+            await tx.abort()
 
     def _schemas_by_id(self) -> dict[uuid.UUID, TableSchema]:
         return {s.table_id: s for s in self.schemas.tables()}
@@ -243,7 +286,7 @@ class BatchLoop:
             try:
                 for partition, store in stores.items():
                     txn = txns[partition] = store.transaction()
-                    looked += self.processor.expire(txn, schemas, now_ms, out)
+                    looked += await self._drive(self.processor.expire(txn, schemas, now_ms, out), out)
                     if forget:
                         self.stats.digests_expired.inc(
                             txn.expire_digests(now_ms - self.digest_horizon_ms, 100_000)
@@ -251,8 +294,9 @@ class BatchLoop:
             except BaseException:
                 for txn in txns.values():
                     txn.rollback()
+                await self._abort_open()
                 raise
-            if any(txn.changelog() for txn in txns.values()):
+            if self._open is not None or out or any(txn.changelog() for txn in txns.values()):
                 await _uncancellable(self._commit_or_rollback(txns, out, [], {}))
             else:
                 for txn in txns.values():
@@ -276,6 +320,7 @@ class BatchLoop:
             for txn in txns.values():
                 if txn.is_open:
                     txn.rollback()
+            await self._abort_open()
             raise
 
     async def _commit(
@@ -286,7 +331,9 @@ class BatchLoop:
         offsets: dict[TopicPartition, int],
     ) -> None:
         await self._ensure_clean_topics({r.topic for r in out})
-        tx = await self.sink.begin()
+        tx, self._open = self._open, None
+        if tx is None:
+            tx = await self.sink.begin()
         try:
             for record, reason in dead:
                 log.error(

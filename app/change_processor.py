@@ -1,7 +1,9 @@
 """Raw events in, change records out, inside one state transaction: dedup, merge, expiry, emit.
 
 No Kafka here: the batch loop hands in decoded raw events and a ``StateTransaction`` per partition, and
-sends the returned records in its Kafka transaction. One ``now`` per batch keeps images consistent:
+sends the records appended to ``out`` in its Kafka transaction. ``process`` and ``expire`` are
+generators that yield between chunks of changes, so the changes of a wide partition can go out while it
+is still being read, instead of all at the commit. One ``now`` per batch keeps images consistent:
 expiries due by ``now`` are emitted before any event of the batch is merged, so a before image is always
 the image consumers last saw.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +22,9 @@ from app.worker_stats import WorkerStats
 from schemas.change_codec import ChangeCodec
 from schemas.change_event import ChangeSource, clean_topic_name
 from schemas.raw_event import RawEventHead, is_snapshot_source
-from state.change import RowChange, apply_prepared_with_changes, expiry_changes
-from state.partition_state import PartitionState, prepare_event
-from state.snapshot_lists import adopt_snapshot_list_paths, drop_known_list_elements
+from state.change import RowChange
+from state.partition_state import ApplyResult, prepare_event
+from state.store_merge import expire_partition, merge_event
 from state.store_transaction import DueExpiry, StateTransaction
 from state.table_layout import layout_for
 
@@ -105,14 +108,15 @@ class ChangeProcessor:
         schema: TableSchema,
         now_ms: int,
         out: list[CleanRecord],
-    ) -> str:
-        """Merge one raw event that ``drop_duplicate`` let through; append its change records to ``out``;
-        return its outcome (see worker_stats)."""
+    ) -> Generator[None, None, str]:
+        """Merge one raw event that ``drop_duplicate`` let through and append its change records to
+        ``out``. Yields whenever ``out`` may be sent on (a wide partition's changes come in chunks), and
+        returns the event's outcome (see worker_stats); drive it to the end, or roll ``txn`` back."""
         if schema.is_counter and self.refuse_counters:
             outcome = "refused"
         else:
             txn.remember_digest(event["digest"], now_ms)
-            outcome = self._merge(txn, event, schema, now_ms, out)
+            outcome = yield from self._merge(txn, event, schema, now_ms, out)
         self.stats.record(f"{schema.keyspace}.{schema.table}", outcome)
         return outcome
 
@@ -131,48 +135,41 @@ class ChangeProcessor:
         schema: TableSchema,
         now_ms: int,
         out: list[CleanRecord],
-    ) -> str:
-        now_s = now_ms // 1000
-        layout = layout_for(schema)
-        prepared = prepare_event(event, layout)
-        state = txn.load(schema, prepared, now_s)
+    ) -> Generator[None, None, str]:
         snapshot = is_snapshot_source(event["source"])
-        if snapshot:
-            drop_known_list_elements(state, prepared, layout)
-        else:
-            adopt_snapshot_list_paths(state, prepared, layout)
-        result, changes = apply_prepared_with_changes(state, prepared, layout, now_s)
-        if not result.changed:
-            return "late"
-        txn.save(
-            schema,
-            state,
-            result.rows,
-            now_s,
-            header=result.partition_deletion or result.static or result.range_tombstones,
-        )
-        if not changes:
-            return "noop"
+        prepared = prepare_event(event, layout_for(schema))
+        merge = merge_event(txn, schema, prepared, now_ms // 1000, snapshot=snapshot)
         source = event["source"]  # a bootstrap read (snapshot) has no node, segment or offset
         write_time = event_write_time(event)
-        for change in changes:
-            self._emit(
-                change,
-                schema,
-                ChangeSource(
-                    cluster=self.cluster,
-                    keyspace=schema.keyspace,
-                    table=schema.table,
-                    write_time_us=_change_write_time(change, write_time),
-                    node=None if snapshot else source["node"],
-                    segment_id=None if snapshot else source["segment_id"],
-                    offset=None if snapshot else source["entry_offset"],
-                    snapshot=snapshot,
-                ),
-                now_ms,
-                out,
-            )
-        return "applied"
+        emitted = 0
+        while True:
+            try:
+                changes = next(merge)
+            except StopIteration as done:
+                result: ApplyResult = done.value
+                break
+            for change in changes:
+                self._emit(
+                    change,
+                    schema,
+                    ChangeSource(
+                        cluster=self.cluster,
+                        keyspace=schema.keyspace,
+                        table=schema.table,
+                        write_time_us=_change_write_time(change, write_time),
+                        node=None if snapshot else source["node"],
+                        segment_id=None if snapshot else source["segment_id"],
+                        offset=None if snapshot else source["entry_offset"],
+                        snapshot=snapshot,
+                    ),
+                    now_ms,
+                    out,
+                )
+            emitted += len(changes)
+            yield
+        if not result.changed:
+            return "late"
+        return "applied" if emitted else "noop"
 
     def _emit(
         self,
@@ -199,8 +196,9 @@ class ChangeProcessor:
         out: list[CleanRecord],
         *,
         limit: int = 10_000,
-    ) -> int:
-        """Emit the changes of every TTL that expired by ``now``; return how many entries were looked at.
+    ) -> Generator[None, None, int]:
+        """Emit the changes of every TTL that expired by ``now``; yields as ``process`` does, and returns
+        how many due entries were looked at.
 
         Everything due by ``now`` is handled before returning (``limit`` only sizes each look), so an
         event merged at ``now`` afterwards starts from the image consumers saw last."""
@@ -221,54 +219,35 @@ class ChangeProcessor:
                     unknown += 1
                     log.warning("expiry due for table %s whose schema is unknown; kept for later", table_id)
                     continue
-                self._expire_partition(txn, schema, partition_key, items, now_ms, out)
+                for first_expiry, changes in expire_partition(txn, schema, partition_key, items, now_s):
+                    self._emit_expired(changes, first_expiry, schema, now_ms, out)
+                    yield
             if unknown == len(by_partition):
                 break
         return looked
 
-    def _expire_partition(
+    def _emit_expired(
         self,
-        txn: StateTransaction,
+        changes: list[RowChange],
+        first_expiry: int,
         schema: TableSchema,
-        partition_key: bytes,
-        items: list[DueExpiry],
         now_ms: int,
         out: list[CleanRecord],
     ) -> None:
-        now_s = now_ms // 1000
-        first = min(i.at_s for i in items)
-        state = txn.load_rows(
-            schema, partition_key, [i.clustering_key for i in items], since_s=first - 1, now_s=now_s
+        # the image just before the first expiry is the one consumers saw last
+        source = ChangeSource(
+            cluster=self.cluster,
+            keyspace=schema.keyspace,
+            table=schema.table,
+            write_time_us=first_expiry * 1_000_000,
+            node=None,
+            segment_id=None,
+            offset=None,
+            expired=True,
         )
-        if schema.static_columns:
-            # a static expiry changes every row (load_rows then loaded them all): one look at the partition
-            views = [(state, first)]
-        else:
-            views = [(_view_of(state, i.clustering_key), i.at_s) for i in items]
-        keys: set[bytes | None] = {i.clustering_key for i in items}
-        for view, first_expiry in views:
-            # the image just before the first expiry is the one consumers saw last
-            for change in expiry_changes(view, schema, first_expiry - 1, now_s):
-                keys.add(change.key)
-                self._emit(
-                    change,
-                    schema,
-                    ChangeSource(
-                        cluster=self.cluster,
-                        keyspace=schema.keyspace,
-                        table=schema.table,
-                        write_time_us=first_expiry * 1_000_000,
-                        node=None,
-                        segment_id=None,
-                        offset=None,
-                        expired=True,
-                    ),
-                    now_ms,
-                    out,
-                )
-                self.stats.expired_changes.inc()
-        # every key a change named is saved (its due entry moves on), None = the header and static row
-        txn.save(schema, state, keys, now_s, header=None in keys)
+        for change in changes:
+            self._emit(change, schema, source, now_ms, out)
+            self.stats.expired_changes.inc()
 
 
 def _change_write_time(change: RowChange, event_time: int) -> int:
@@ -276,17 +255,3 @@ def _change_write_time(change: RowChange, event_time: int) -> int:
     if change.after is not None:
         return change.after.write_time() or event_time
     return event_time
-
-
-def _view_of(state: PartitionState, key: bytes | None) -> PartitionState:
-    """The partition with only one due row (of a table without static columns)."""
-    if key is None:
-        return state
-    row = state.rows.get(key)
-    return PartitionState(
-        state.partition_key,
-        state.partition_deletion,
-        None,
-        {key: row} if row is not None else {},
-        state.range_tombstones,
-    )

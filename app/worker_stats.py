@@ -80,6 +80,11 @@ class WorkerStats:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=r,
         )
+        self.sent_early = Counter(
+            "cdc_worker_sent_early_records",
+            "change records sent into a batch's transaction before its commit (a wide partition's changes)",
+            registry=r,
+        )
         self.transactions_failed = Counter(
             "cdc_worker_transactions_failed",
             "transactions that did not commit (the worker stops)",

@@ -1,4 +1,4 @@
-"""RocksDB partition store on one core: events/s of load + apply_with_changes + save + commit in batches,
+"""RocksDB partition store on one core: events/s of merge_event (load, apply, save) + commit in batches,
 and the process's RSS and the DB's size as the state grows.
 
 One PartitionStore (default StoreOptions) holds one narrow table: ``pk bigint, ck int, v1 int, v2 text,
@@ -39,9 +39,9 @@ sys.path.insert(0, str(REPO))
 
 from agents.commitlog.schema_loader import load_schema_from_cql  # noqa: E402
 from agents.commitlog.table_schema import TableSchema  # noqa: E402
-from state.change import apply_prepared_with_changes  # noqa: E402
 from state.partition_state import prepare_event  # noqa: E402
 from state.partition_store import PartitionStore, StoreOptions  # noqa: E402
+from state.store_merge import merge_event  # noqa: E402
 from state.store_transaction import StateTransaction  # noqa: E402
 from state.table_layout import layout_for  # noqa: E402
 
@@ -141,12 +141,7 @@ class Bench:
                 return 0
             txn.remember_digest(event["digest"], NOW_S * 1000)
         prepared = prepare_event(event, self.layout)
-        state = txn.load(self.schema, prepared, NOW_S)
-        result, changes = apply_prepared_with_changes(state, prepared, self.layout, NOW_S)
-        if result.changed:
-            header = result.static or result.partition_deletion or result.range_tombstones
-            txn.save(self.schema, state, result.rows, NOW_S, header=header)
-        return len(changes)
+        return sum(len(chunk) for chunk in merge_event(txn, self.schema, prepared, NOW_S))
 
     def run(
         self, run: Run, total: int, make: Callable[[int], dict[str, Any]], digests: bool, report_every: int
@@ -227,7 +222,7 @@ def report(args: argparse.Namespace, runs: list[Run], footprint: list[tuple[str,
         f"{args.cache_mb} MiB block cache; batches of {args.batch} events, one transaction and one commit each. Measured "
         f"{date.today().isoformat()} on {os.cpu_count()} cores, Python {platform.python_version()}.",
         "",
-        "Per event: prepare_event + load + apply_prepared_with_changes + save (+ seen/remember_digest where named); "
+        "Per event: prepare_event + merge_event (load, apply, save) (+ seen/remember_digest where named); "
         "per batch: changelog() + commit. Building the event dicts is not timed. Between the insert and the "
         f"update runs the DB was flushed and its compactions waited for ({settled:.0f} s).",
         "",

@@ -74,17 +74,24 @@ def apply_with_changes(
 
 
 def apply_prepared_with_changes(
-    state: PartitionState, prepared: PreparedEvent, layout: TableLayout, now_s: int
+    state: PartitionState,
+    prepared: PreparedEvent,
+    layout: TableLayout,
+    now_s: int,
+    *,
+    static_only: bool = True,
 ) -> tuple[ApplyResult, list[RowChange]]:
-    """``apply_with_changes`` for an event already prepared (a store loads the rows it needs from it).
+    """``apply_with_changes`` for an event already prepared.
 
-    ``state`` needs every stored row the event can touch and, for tables with static columns, every row
-    of the partition (a static change changes every row's image).
+    The changes are those of the rows in ``state``, so ``state`` needs every row the event can change;
+    for tables with static columns, every row of the partition (a static change changes every row's
+    image). Without ``static_only``, the static-only row's change is left out (a store, which loads
+    less, works it out with ``partition_sweep``).
     """
     keys, static_touched = state.keys_touched_by(prepared)
     static_before = static_columns(state, layout, now_s)
     before = {key: regular_image(state, key, layout, now_s, static_before) for key in keys}
-    has_static = _has_static(layout)
+    has_static = static_only and _has_static(layout)
     only_before = static_only_image(state, layout, now_s, static_before) if has_static else None
 
     result = state.apply_prepared(prepared, layout)
@@ -115,8 +122,11 @@ def _expires_within(row: RowState, since_s: int, now_s: int) -> bool:
     return when is not None and when <= now_s
 
 
-def expiry_changes(state: PartitionState, schema: TableSchema, since_s: int, now_s: int) -> list[RowChange]:
-    """The changes that expiring cells and livenesses made between ``since_s`` and ``now_s``."""
+def expiry_changes(
+    state: PartitionState, schema: TableSchema, since_s: int, now_s: int, *, static_only: bool = True
+) -> list[RowChange]:
+    """The changes that expiring cells and livenesses made between ``since_s`` and ``now_s`` (to the
+    rows of ``state``; ``static_only`` as in ``apply_prepared_with_changes``)."""
     if now_s <= since_s:
         return []
     layout = layout_for(schema)
@@ -127,7 +137,7 @@ def expiry_changes(state: PartitionState, schema: TableSchema, since_s: int, now
     else:
         keys = list(state.rows)
     changes = []
-    if _has_static(layout):
+    if static_only and _has_static(layout):
         change = diff(
             None,
             static_only_image(state, layout, since_s, static_before),

@@ -153,6 +153,23 @@ class PartitionState:
             return pd
         return ranged if pd is None or ranged > pd else pd
 
+    def shadowed(self, key: bytes, row: RowState) -> RowState | None:
+        """A stored row as this partition shows it: without what the partition or range deletions
+        covering ``key`` delete (IN PLACE), or None when nothing is left. The store writes a partition
+        or range deletion to the header alone and leaves the rows it covers as they were."""
+        outer = self.outer_deletion(key)
+        if outer is not None:
+            row.shadow(outer)
+            if row.is_empty():
+                return None
+        return row
+
+    def add_stored_row(self, key: bytes, row: RowState) -> None:
+        """Add a row read from the store (see ``shadowed``)."""
+        if self.shadowed(key, row) is not None:
+            self.rows[key] = row
+            self._sorted = None
+
     def keys_touched_by(self, prepared: PreparedEvent) -> tuple[set[bytes], bool]:
         """Keys of stored or new rows an event may change, and whether it may change the static row."""
         keys = {key for key, _, _ in prepared.rows}

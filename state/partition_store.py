@@ -90,6 +90,10 @@ class StoreOptions:
     #: WriteBatch as the data, so a store that loses its unflushed writes in a crash is consistent at an
     #: earlier offset and catches up from the changelog when it is opened (a clean close flushes)
     write_ahead_log: bool = False
+    #: rows one transaction rewrites, at most, to purge a partition or range deletion past gc_grace (the
+    #: store keeps the rows such a deletion covers as they were; see store_transaction). A wider deletion
+    #: is purged over several transactions, a second apart, and stays in force until then
+    shadow_rows_per_transaction: int = 20_000
 
 
 def _rocks_options(options: StoreOptions) -> Options:
@@ -291,13 +295,14 @@ class PartitionStore:
         return PartitionState(partition_key) if value is None else decode_header_value(partition_key, value)
 
     def read_partition(self, table_id: uuid.UUID, partition_key: bytes) -> PartitionState:
-        """The whole committed partition (header and every row); empty when nothing is stored."""
+        """The whole committed partition (header and every row, as the header shows them); empty when
+        nothing is stored."""
         self._check_usable()
         state = self._header(table_id, partition_key)
         prefix = row_prefix(table_id.bytes, partition_key)
         size = len(prefix)
         for key, value in self._scan(prefix, prefix_end(prefix)):
-            state.rows[key[size:]] = decode_row_value(value, key)
+            state.add_stored_row(key[size:], decode_row_value(value, key))
         return state
 
     def read_row(self, table_id: uuid.UUID, partition_key: bytes, clustering_key: bytes) -> PartitionState:
@@ -308,7 +313,7 @@ class PartitionStore:
         key = row_key(table_id.bytes, partition_key, clustering_key)
         value = self.db.get(key)
         if value is not None:
-            state.rows[clustering_key] = decode_row_value(value, key)
+            state.add_stored_row(clustering_key, decode_row_value(value, key))
         return state
 
     def count_rows(self, table_id: uuid.UUID | None = None) -> int:

@@ -115,5 +115,9 @@ class RangeTombstoneList:
         """Forget pieces whose local deletion time is before ``gc_before`` (gc_grace has passed)."""
         return self._keep([d.local_deletion_time >= gc_before for d in self.deletions])
 
+    def purgeable(self, gc_before: int) -> list[tuple[bytes, bytes]]:
+        """The pieces ``purge(gc_before)`` would forget."""
+        return [(s, e) for s, e, d in self if d.local_deletion_time < gc_before]
+
     def next_purge_time(self) -> int | None:
         return min((d.local_deletion_time for d in self.deletions), default=None)

@@ -189,11 +189,18 @@ def regular_image(
     row = state.rows.get(key)
     if row is None:
         return None
+    return image_of_row(state.partition_key, row, layout, now_s, static)
+
+
+def image_of_row(
+    partition_key: bytes, row: RowState, layout: TableLayout, now_s: int, static: dict[str, ColumnImage]
+) -> RowImage | None:
+    """``regular_image`` of a row held outside a partition state (None: the row does not exist)."""
     regular = live_columns(row, layout.regular, now_s)
     liveness = _live_liveness(row, now_s)
     if liveness is None and not regular:
         return None
-    return RowImage(state.partition_key, row.clustering, static, regular, liveness)
+    return RowImage(partition_key, row.clustering, static, regular, liveness)
 
 
 def static_only_image(
@@ -204,10 +211,17 @@ def static_only_image(
         static = static_columns(state, layout, now_s)
     if not static or not layout.schema.clustering:
         return None
-    for row in state.rows.values():
-        if row_exists(row, layout, now_s):
-            return None
-    return RowImage(state.partition_key, None, static, {}, None)
+    any_row = any(row_exists(row, layout, now_s) for row in state.rows.values())
+    return static_only_row(state.partition_key, layout, static, any_row=any_row)
+
+
+def static_only_row(
+    partition_key: bytes, layout: TableLayout, static: dict[str, ColumnImage], *, any_row: bool
+) -> RowImage | None:
+    """The static-only row, given whether any row of the partition exists."""
+    if not static or any_row or not layout.schema.clustering:
+        return None
+    return RowImage(partition_key, None, static, {}, None)
 
 
 def row_image(state: PartitionState, key: bytes | None, schema: TableSchema, now_s: int) -> RowImage | None:

@@ -6,12 +6,18 @@ overlay and the offsets in one WriteBatch. The overlay, in first-write order, is
 the worker sends ``changelog()`` to the compacted changelog topic inside the same Kafka transaction,
 and a fresh worker replays that topic into an empty store (``PartitionStore.restore``).
 
-Loads are sparse: a partition update reads the header, the rows it names, the rows inside its range
-deletions, and everything only when it needs everything (an effective partition deletion, or a static
-row update in a table with static columns, which changes every row's image). A table with static
-columns needs one more thing: whether some other row exists, because a partition with live static cells
-and no row shows a static-only row. For that a load adds one "witness": the first row, in clustering
-order, that exists and that the update cannot touch.
+Partition and range deletions are written to the header alone: a stored row keeps what a deletion
+covering it deletes, and every read shadows it by the header (``PartitionState.shadowed``), as Cassandra
+reads data under a tombstone until compaction. So a deletion of a million rows writes one value. Before
+the header lets such a deletion go (purged past gc_grace_seconds), the rows under it are rewritten as it
+shows them, at most ``StoreOptions.shadow_rows_per_transaction`` per transaction; until then it stays.
+
+Loads are sparse: a partition update reads the header and the rows it names. The other rows it changes
+(every row under a partition deletion or a change of static columns, the rows inside a range deletion)
+are streamed with ``rows`` by ``store_merge``, never loaded together. A table with static columns needs
+one more thing: whether some other row exists, because a partition with live static cells and no row
+shows a static-only row. For that a load adds one "witness": the first row, in clustering order, that
+exists and that the update cannot touch.
 
 Saves purge tombstones past gc_grace_seconds, write only rows whose bytes change, and keep the due
 index (``X`` keys, see store_keys) exact: every row and header has one entry at the earliest second at
@@ -138,6 +144,8 @@ class StateTransaction:
         #: values read from RocksDB (point reads and scanned entries), and overlay writes
         self.reads = 0
         self.writes = 0
+        #: rows this transaction may still rewrite before it purges a partition or range deletion
+        self.shadow_budget = store.options.shadow_rows_per_transaction
 
     def __enter__(self) -> StateTransaction:
         return self
@@ -238,79 +246,67 @@ class StateTransaction:
         state = (
             PartitionState(partition_key) if header is None else decode_header_value(partition_key, header)
         )
-        rows = state.rows
         for ck, key, value in zip(keys, full[1:], values[1:], strict=True):
             known[key] = value
             if value is not None:
-                rows[ck] = decode_row_value(value, key)
+                state.add_stored_row(ck, decode_row_value(value, key))
         return state
 
-    def _load_scan(self, state: PartitionState, prefix: bytes, lo: bytes, hi: bytes) -> None:
-        size = len(prefix)
-        rows = state.rows
-        for key, value in self._scan(lo, hi, prefix):
-            ck = key[size:]
-            if ck not in rows:
-                rows[ck] = decode_row_value(value, key)
-                self._known[key] = value
-
     def _load_witness(
-        self, state: PartitionState, layout: TableLayout, prefix: bytes, since_s: int, now_s: int
+        self,
+        state: PartitionState,
+        layout: TableLayout,
+        prefix: bytes,
+        since_s: int,
+        now_s: int,
+        skip: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
-        """Add the first row not loaded yet that exists at ``since_s`` and ``now_s`` and does not expire
-        in between (so no change will name it); the static-only row needs to know that one exists.
+        """Add the first row not loaded yet, outside the ``skip`` ranges, that exists at ``since_s`` and
+        ``now_s`` and does not expire in between (so no change will name it); the static-only row needs
+        to know that one exists.
 
-        Without such a row, add every row that exists at ``since_s`` (each expires before ``now_s``):
-        then the state holds every row that decides the static-only row, and the changes name them
-        all, so a later look at the same partition does not announce that row again.
+        Without such a row, add every such row that exists at ``since_s`` (each expires before
+        ``now_s``): then the state holds every row outside ``skip`` that decides the static-only row,
+        and the changes name them all, so a later look at the same partition does not announce that row
+        again.
         """
         size = len(prefix)
         rows = state.rows
         expiring: list[tuple[bytes, bytes, RowState]] = []
         for key, value in self._scan(prefix, prefix_end(prefix), prefix):
             ck = key[size:]
-            if ck in rows:
+            if ck in rows or any(start < ck < end for start, end in skip):
                 continue
-            row = decode_row_value(value, key)
-            if not row_exists(row, layout, since_s):
+            row = state.shadowed(ck, decode_row_value(value, key))
+            if row is None or not row_exists(row, layout, since_s):
                 continue
             expiry = row.next_expiry(since_s)
             if (expiry is not None and expiry <= now_s) or not row_exists(row, layout, now_s):
                 expiring.append((key, value, row))
                 continue
-            rows[ck] = row
+            state.rows[ck] = row
             self._known[key] = value
             return
         for key, value, row in expiring:
-            rows[key[size:]] = row
+            state.rows[key[size:]] = row
             self._known[key] = value
 
-    def load(self, schema: TableSchema, prepared: PreparedEvent, now_s: int | None = None) -> PartitionState:
-        """What ``apply_with_changes(state, event, schema, now_s)`` needs of the stored partition.
+    def load(self, schema: TableSchema, prepared: PreparedEvent, now_s: int) -> PartitionState:
+        """The header and the rows of the stored partition that the update names, as the header shows
+        them; in a table with live static cells at ``now_s``, also one witness row outside the update's
+        range deletions (see the module docstring).
 
-        Header; the rows the update names and those inside its range deletions; every row when it
-        carries a partition deletion newer than the stored one, or a static row of a table with static
-        columns; else, in a table with live static cells at ``now_s``, one witness row (see the module
-        docstring). Without ``now_s``, every row of a partition that has a static row.
+        The other rows the update changes (all of them under a partition deletion or a static change,
+        those inside a range deletion) are not loaded: ``store_merge`` streams them with ``rows``.
         """
         self._check_open()
         layout = layout_for(schema)
         table_id = schema.table_id.bytes
         state = self._header_and_rows(table_id, prepared.partition_key, [key for key, _, _ in prepared.rows])
-        prefix = row_prefix(table_id, prepared.partition_key)
-        deletion = prepared.partition_deletion
-        if (
-            deletion is not None and (state.partition_deletion is None or deletion > state.partition_deletion)
-        ) or (layout.static and prepared.static_row is not None):
-            self._load_scan(state, prefix, prefix, prefix_end(prefix))
-            return state
-        for start, end, _ in prepared.ranges:
-            self._load_scan(state, prefix, prefix + start, prefix + end)
-        if layout.static and state.static_row is not None:
-            if now_s is None:
-                self._load_scan(state, prefix, prefix, prefix_end(prefix))
-            elif static_columns(state, layout, now_s):
-                self._load_witness(state, layout, prefix, now_s, now_s)
+        if layout.static and state.static_row is not None and static_columns(state, layout, now_s):
+            prefix = row_prefix(table_id, prepared.partition_key)
+            skip = [(start, end) for start, end, _ in prepared.ranges]
+            self._load_witness(state, layout, prefix, now_s, now_s, skip)
         return state
 
     def load_rows(
@@ -319,32 +315,50 @@ class StateTransaction:
         partition_key: bytes,
         keys: Iterable[bytes | None],
         *,
-        since_s: int | None = None,
-        now_s: int | None = None,
+        since_s: int,
+        now_s: int,
     ) -> PartitionState:
-        """What ``expiry_changes(state, schema, since_s, now_s)`` needs: the header and the given rows
-        (None: the static row, always in the header). In a partition with a static row, every row when
-        a live static cell expires in ``(since_s, now_s]`` (or without those times), else a witness row
-        as ``load`` adds."""
+        """The header and the given rows (None: the static row, always in the header), for the changes
+        time made between ``since_s`` and ``now_s``. In a partition with live static cells at
+        ``since_s``, also a witness row as ``load`` adds, unless a static cell expires in
+        ``(since_s, now_s]``: that changes every row, and ``store_merge`` streams them all."""
         self._check_open()
         layout = layout_for(schema)
         table_id = schema.table_id.bytes
         state = self._header_and_rows(table_id, partition_key, [k for k in keys if k is not None])
-        prefix = row_prefix(table_id, partition_key)
         static = state.static_row if layout.static else None
-        if static is not None:
-            expiry = None if since_s is None else static.next_expiry(since_s)
-            if since_s is None or now_s is None or (expiry is not None and expiry <= now_s):
-                self._load_scan(state, prefix, prefix, prefix_end(prefix))
-                return state
-        if (
-            static is not None
-            and since_s is not None
-            and now_s is not None
-            and static_columns(state, layout, since_s)
-        ):
-            self._load_witness(state, layout, prefix, since_s, now_s)
+        if static is not None and static_columns(state, layout, since_s):
+            expiry = static.next_expiry(since_s)
+            if expiry is None or expiry > now_s:
+                self._load_witness(state, layout, row_prefix(table_id, partition_key), since_s, now_s)
         return state
+
+    def header(self, schema: TableSchema, partition_key: bytes) -> PartitionState:
+        """The partition's header as this transaction sees it, decoded afresh (no rows)."""
+        self._check_open()
+        value = self._get(header_key(schema.table_id.bytes, partition_key))
+        return PartitionState(partition_key) if value is None else decode_header_value(partition_key, value)
+
+    def rows(
+        self, schema: TableSchema, partition_key: bytes, ranges: Sequence[tuple[bytes, bytes]] | None
+    ) -> Iterator[tuple[bytes, RowState, int | None]]:
+        """The rows of a partition inside ``ranges`` (sorted, disjoint bound positions; None: every row),
+        as stored (not shadowed by the header), in clustering order, one at a time; with each its due
+        second. Reads the transaction's own writes."""
+        self._check_open()
+        prefix = row_prefix(schema.table_id.bytes, partition_key)
+        size = len(prefix)
+        for key, value in self._row_entries(prefix, ranges):
+            yield key[size:], decode_row_value(value, key), stored_due(value)
+
+    def _row_entries(
+        self, prefix: bytes, ranges: Sequence[tuple[bytes, bytes]] | None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        if ranges is None:
+            yield from self._scan(prefix, prefix_end(prefix), prefix)
+            return
+        for start, end in ranges:
+            yield from self._scan(prefix + start, prefix + end, prefix)
 
     # -- saving partitions
 
@@ -393,9 +407,16 @@ class StateTransaction:
     def _save_header(self, state: PartitionState, table_id: bytes, now_s: int, gc_grace: int) -> None:
         gc_before = now_s - gc_grace
         deletion = state.partition_deletion
-        if deletion is not None and deletion.local_deletion_time < gc_before:
-            state.partition_deletion = None
-        state.range_tombstones.purge(gc_before)
+        purge_deletion = deletion is not None and deletion.local_deletion_time < gc_before
+        doomed = None if purge_deletion else state.range_tombstones.purgeable(gc_before)
+        due: int | None = None
+        if doomed is None or doomed:
+            if self._shadow_stored_rows(state, table_id, doomed, now_s, gc_grace):
+                if purge_deletion:
+                    state.partition_deletion = None
+                state.range_tombstones.purge(gc_before)
+            else:  # rows still hold what the deletions delete: keep them, and carry on in a second
+                due = now_s + 1
         static = state.static_row
         if static is not None:
             static.purge(gc_before)
@@ -403,12 +424,47 @@ class StateTransaction:
                 state.static_row = None
         key = header_key(table_id, state.partition_key)
         old = self._stored(key)
-        new = due = None
+        new = None
         if state.partition_deletion is not None or state.static_row is not None or state.range_tombstones:
-            due = header_due(state, now_s, gc_grace)
+            if due is None:
+                due = header_due(state, now_s, gc_grace)
             new = encode_header_value(state.partition_deletion, state.static_row, state.range_tombstones, due)
+        else:
+            due = None
         if new != old:
             self._replace(key, old, new, due, table_id, state.partition_key, None)
+
+    def _shadow_stored_rows(
+        self,
+        state: PartitionState,
+        table_id: bytes,
+        ranges: Sequence[tuple[bytes, bytes]] | None,
+        now_s: int,
+        gc_grace: int,
+    ) -> bool:
+        """Rewrite the stored rows inside ``ranges`` (None: all) as the header shows them, purged, so that
+        the deletions covering them can be purged without bringing back what they deleted. Writes at most
+        the transaction's ``shadow_budget`` rows; False when that ran out first."""
+        gc_before = now_s - gc_grace
+        partition_key = state.partition_key
+        prefix = row_prefix(table_id, partition_key)
+        size = len(prefix)
+        for key, value in self._row_entries(prefix, ranges):
+            ck = key[size:]
+            row = state.shadowed(ck, decode_row_value(value, key))
+            new = due = None
+            if row is not None:
+                row.purge(gc_before)
+                if not row.is_empty():
+                    due = row_due(row, now_s, gc_grace)
+                    new = encode_row_value(row, due)
+            if new == value:
+                continue
+            if self.shadow_budget <= 0:
+                return False
+            self.shadow_budget -= 1
+            self._replace(key, value, new, due, table_id, partition_key, ck)
+        return True
 
     def _replace(
         self,

@@ -32,8 +32,14 @@ from pipeline.lake_schema import lake_table_path, normalize_json_form
 from pipeline.replay_job import ReplayJob
 from pipeline.row_diff import differing_columns
 from pipeline.table_catalog import load_table_schemas, select_tables
-from tests.integration.agent_harness import RawTopic, new_agent, running_agents, unique_name, wait_until
-from tests.integration.worker_harness import WorkerProcess, copy_shuffled, group_lag, worker_config
+from tests.integration.agent_harness import unique_name, wait_until
+from tests.integration.worker_harness import (
+    WorkerProcess,
+    copy_shuffled,
+    group_lag,
+    publish_through_agent,
+    worker_config,
+)
 
 RAW_PARTITIONS = 6
 SHORT_TTL_S = 6
@@ -114,26 +120,18 @@ def replayed(
         "WITH cdc = true"
     )
     workdir = tmp_path_factory.mktemp("replay")
-    with running_agents() as agents:
-        agent = new_agent(
-            agents, workdir, cdc_raw=cassandra_node.spec.cdc_raw, bootstrap=kafka_bootstrap, keyspaces=[ks]
-        )
-        agent.start()
-        agent.wait_healthy()
+    expires_by = 0.0
+
+    def write() -> int:
+        nonlocal expires_by
         count = 0
         for text, args in _statements(ks):
             session.execute(SimpleStatement(text, consistency_level=ConsistencyLevel.ALL), args)
             count += 1
         expires_by = time.time() + SHORT_TTL_S
-        with RawTopic(kafka_bootstrap, agent.raw_topic) as topic:
-            wait_until(
-                lambda: topic.poll(0.5) >= 0 and len(topic.records) >= count,
-                120,
-                lambda: f"the agent to publish {count} raw events (got {len(topic.records)})",
-            )
-            topic.drain(quiet_s=2.0)
-            records = list(topic.raw)
-        schema_topic = agent.schema_topic
+        return count
+
+    records, schema_topic = publish_through_agent(cassandra_node, kafka_bootstrap, workdir, ks, write)
     raw_topic, app_id, prefix = unique_name("rep_raw"), unique_name("rep_w"), unique_name("rep_clean")
     copy_shuffled(kafka_bootstrap, records, raw_topic, RAW_PARTITIONS, copies=2, seed=3)
     worker = WorkerProcess(

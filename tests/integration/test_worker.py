@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,16 +34,16 @@ from schemas.change_codec import AvroChangeCodec, ChangeCodec, JsonChangeCodec
 from schemas.registry_client import HttpSchemaRegistryClient
 from tests.integration.agent_harness import (
     Metrics,
-    RawTopic,
-    new_agent,
-    running_agents,
+    execute_writes,
     unique_name,
     wait_until,
 )
+from tests.integration.agent_harness import Write as AgentWrite
 from tests.integration.worker_harness import (
     WorkerProcess,
     copy_shuffled,
     group_lag,
+    publish_through_agent,
     worker_config,
 )
 from tests.schema_registry_stub import running_registry
@@ -62,7 +63,6 @@ class Workload:
     schema_topic: str
     schemas: dict[str, TableSchema]
     expires_by: float
-    statements: int
 
 
 def _statements(keyspace: str, seed: int) -> Iterator[tuple[str, tuple[Any, ...]]]:
@@ -140,35 +140,22 @@ def workload(
         "WITH cdc = true AND gc_grace_seconds = 3600"
     )
     session.execute(f"CREATE TABLE {keyspace}.hits (id int PRIMARY KEY, n counter) WITH cdc = true")
-    workdir = tmp_path_factory.mktemp("worker-agent")
-    with running_agents() as agents:
-        agent = new_agent(
-            agents,
-            workdir,
-            cdc_raw=cassandra_node.spec.cdc_raw,
-            bootstrap=kafka_bootstrap,
-            keyspaces=[keyspace],
-        )
-        agent.start()
-        agent.wait_healthy()
+    expires_by = 0.0
+
+    def write() -> int:
+        nonlocal expires_by
         count = 0
         for text, args in _statements(keyspace, seed=11):
             session.execute(SimpleStatement(text, consistency_level=ConsistencyLevel.ALL), args)
             count += 1
         expires_by = time.time() + TTL_S + 1
-        with RawTopic(kafka_bootstrap, agent.raw_topic) as topic:
-            wait_until(
-                lambda: topic.poll(0.5) >= 0 and len(topic.records) >= count,
-                120,
-                lambda: f"the agent to publish {count} raw events (got {len(topic.records)})",
-            )
-            topic.drain(quiet_s=2.0)
-            records = list(topic.raw)
-        assert len(records) >= count, f"agent published {len(records)} raw events for {count} statements"
-        schema_topic = agent.schema_topic
+        return count
+
+    workdir = tmp_path_factory.mktemp("worker-agent")
+    records, schema_topic = publish_through_agent(cassandra_node, kafka_bootstrap, workdir, keyspace, write)
     catalog = load_schema_from_session(session, [keyspace], with_system_schema=False)
     schemas = {t.table: t for t in catalog.tables()}
-    return Workload(keyspace, records, schema_topic, schemas, expires_by, count)
+    return Workload(keyspace, records, schema_topic, schemas, expires_by)
 
 
 def check_clean_topics(
@@ -339,6 +326,56 @@ def test_avro_clean_topics_in_the_confluent_wire_format_decode_to_cassandras_row
     }
     expected = {f"{run.prefix}.{workload.keyspace}.{t}-{part}" for t in counts for part in ("key", "value")}
     assert subjects == expected, f"registered subjects {sorted(subjects)}"
+
+
+#: rows of the wide partition: its static write and its deletion each emit more change records than
+#: the batch loop holds before it sends them into the open transaction
+WIDE_ROWS = 12_000
+
+
+def test_a_wide_partition_streams_one_event_per_row_for_a_static_write_and_a_partition_deletion(
+    cassandra_node: CassandraNode, kafka_bootstrap: str, session: Any, tmp_path: Path
+) -> None:
+    keyspace = unique_name("wide")
+    session.execute(
+        f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+    )
+    session.execute(
+        f"CREATE TABLE {keyspace}.rows (pk int, ck int, v text, s text static, PRIMARY KEY (pk, ck)) "
+        "WITH cdc = true"
+    )
+
+    def write() -> int:
+        insert = f"INSERT INTO {keyspace}.rows (pk, ck, v) VALUES (?, ?, ?)"
+        execute_writes(session, [AgentWrite(insert, (1, ck, f"v{ck}")) for ck in range(WIDE_ROWS)])
+        session.execute(f"UPDATE {keyspace}.rows SET s = 'static' WHERE pk = 1")  # every row's image
+        session.execute(f"DELETE FROM {keyspace}.rows WHERE pk = 1")  # every row goes
+        for ck in (3, 7):
+            session.execute(f"INSERT INTO {keyspace}.rows (pk, ck, v) VALUES (1, {ck}, 'after')")
+        return WIDE_ROWS + 4
+
+    records, schema_topic = publish_through_agent(
+        cassandra_node, kafka_bootstrap, tmp_path / "agent", keyspace, write
+    )
+    schemas = {
+        t.table: t for t in load_schema_from_session(session, [keyspace], with_system_schema=False).tables()
+    }
+    workload = Workload(keyspace, records, schema_topic, schemas, expires_by=0.0)
+    raw_topic = unique_name("cdc_raw")
+    copy_shuffled(kafka_bootstrap, records, raw_topic, RAW_PARTITIONS, copies=1, seed=None)  # in order
+    run = Pipeline(kafka_bootstrap, workload, raw_topic, unique_name("w"), unique_name("clean"), tmp_path)
+    worker = run.worker("wide")
+    try:
+        worker.start()
+        worker.wait_healthy(90)
+        wait_until(lambda: run.lag() == 0, 180, lambda: worker.log_tail())
+        events = read_clean_topic(kafka_bootstrap, f"{run.prefix}.{keyspace}.rows", JsonChangeCodec())
+        ops = Counter(e.value["op"] for e in events if e.value is not None)
+        assert ops == {"c": WIDE_ROWS + 2, "u": WIDE_ROWS, "d": WIDE_ROWS}, ops
+        check_clean_topics(kafka_bootstrap, session, workload, run.prefix)
+        assert worker.metrics().value("cdc_worker_sent_early_records_total") >= 2 * WIDE_ROWS
+    finally:
+        worker.ensure_stopped()
 
 
 def test_worker_config_errors_name_the_key(tmp_path: Path) -> None:

@@ -13,14 +13,22 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from tests.integration.agent_harness import AgentProcess, free_port
+from infra.cassandra import CassandraNode
+from tests.integration.agent_harness import (
+    AgentProcess,
+    RawTopic,
+    free_port,
+    new_agent,
+    running_agents,
+    wait_until,
+)
 
 
 def worker_config(
@@ -93,7 +101,7 @@ async def _copy_shuffled(
     topic: str,
     partitions: int,
     copies: int,
-    seed: int,
+    seed: int | None,
 ) -> int:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
@@ -110,7 +118,8 @@ async def _copy_shuffled(
     sent = 0
     try:
         for partition, items in sorted(per_partition.items()):
-            rng.shuffle(items)
+            if seed is not None:
+                rng.shuffle(items)
             for key, value in items:
                 await producer.send(topic, value=value, key=key, partition=partition)
                 sent += 1
@@ -127,9 +136,10 @@ def copy_shuffled(
     partitions: int,
     *,
     copies: int = 3,
-    seed: int = 7,
+    seed: int | None = 7,
 ) -> int:
-    """Write every record `copies` times to the same partition of a new topic, shuffled within each partition."""
+    """Write every record `copies` times to the same partition of a new topic, shuffled within each partition
+    (in order: `seed` None)."""
     return asyncio.run(_copy_shuffled(bootstrap, records, topic, partitions, copies, seed))
 
 
@@ -162,3 +172,31 @@ async def _group_lag(bootstrap: str, group: str, topic: str) -> int:
 def group_lag(bootstrap: str, group: str, topic: str) -> int:
     """Records of `topic` the consumer group has not committed yet."""
     return asyncio.run(_group_lag(bootstrap, group, topic))
+
+
+def publish_through_agent(
+    cassandra_node: CassandraNode,
+    bootstrap: str,
+    workdir: Path,
+    keyspace: str,
+    write: Callable[[], int],
+) -> tuple[list[tuple[int, int, bytes, bytes]], str]:
+    """Run ``write`` (it returns how many statements it executed) with an agent publishing the keyspace's
+    CDC writes; the raw records it published, and its schema topic."""
+    with running_agents() as agents:
+        agent = new_agent(
+            agents, workdir, cdc_raw=cassandra_node.spec.cdc_raw, bootstrap=bootstrap, keyspaces=[keyspace]
+        )
+        agent.start()
+        agent.wait_healthy()
+        count = write()
+        with RawTopic(bootstrap, agent.raw_topic) as topic:
+            wait_until(
+                lambda: topic.poll(0.5) >= 0 and len(topic.records) >= count,
+                120,
+                lambda: f"the agent to publish {count} raw events (got {len(topic.records)})",
+            )
+            topic.drain(quiet_s=2.0)
+            records = list(topic.raw)
+        assert len(records) >= count, f"agent published {len(records)} raw events for {count} statements"
+        return records, agent.schema_topic

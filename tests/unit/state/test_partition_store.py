@@ -23,10 +23,12 @@ from state.change import RowChange, apply_with_changes, expiry_changes
 from state.errors import StoreError
 from state.partition_state import PartitionState, prepare_event
 from state.partition_store import PartitionStore, StoreOptions
+from state.range_tombstones import RangeTombstoneList
 from state.recent_digests import RecentDigests
 from state.row_state import RowState
 from state.store_codec import stored_due
-from state.store_keys import due_key, meta_key, pack_u64, parse_row_key, unpack_u64
+from state.store_keys import due_key, meta_key, pack_u64, parse_row_key
+from state.store_merge import CHUNK_ROWS, expire_partition, merge_event
 from state.store_transaction import DueExpiry, StateTransaction
 from state.table_layout import clustering_key, layout_for
 from tests.unit.state.event_builder import (
@@ -56,7 +58,8 @@ def header_needed(result: Any) -> bool:
 
 class StoreWorker:
     """One partition's worker on a store: per batch, the due rows first (expiry, purge), then the
-    events, then one commit; every transaction's changelog is kept as the changelog topic would."""
+    events, then one commit (``store_merge``, as the worker runs it); every transaction's changelog is
+    kept as the changelog topic would."""
 
     def __init__(self, store: PartitionStore, schema: TableSchema, *, due_limit: int = 100_000) -> None:
         self.store = store
@@ -73,9 +76,7 @@ class StoreWorker:
             out = self.expire(txn, now_s)
             for event in events:
                 prepared = prepare_event(event, self.layout)
-                state = txn.load(self.schema, prepared, now_s)
-                result, changes = apply_with_changes(state, event, self.schema, now_s)
-                txn.save(self.schema, state, result.rows, now_s, header=header_needed(result))
+                changes = [c for chunk in merge_event(txn, self.schema, prepared, now_s) for c in chunk]
                 out.append((prepared.partition_key, changes))
             if rollback:
                 txn.rollback()
@@ -87,20 +88,14 @@ class StoreWorker:
         return out
 
     def expire(self, txn: StateTransaction, now_s: int) -> list[tuple[bytes, list[RowChange]]]:
-        stored = txn.get_meta(WATERMARK)
-        since = NOW if stored is None else unpack_u64(stored)
-        due: dict[bytes, list[bytes | None]] = defaultdict(list)
+        due: dict[bytes, list[DueExpiry]] = defaultdict(list)
         for entry in txn.due_expiries(now_s, self.due_limit):
             assert entry.table_id == self.schema.table_id and entry.at_s <= now_s
-            due[entry.partition_key].append(entry.clustering_key)
+            due[entry.partition_key].append(entry)
         out = []
-        for partition_key, keys in sorted(due.items()):
-            state = txn.load_rows(self.schema, partition_key, keys, since_s=since, now_s=now_s)
-            changes = expiry_changes(state, self.schema, since, now_s)
-            touched = {k for k in keys if k is not None} | {c.key for c in changes if c.key is not None}
-            txn.save(self.schema, state, touched, now_s, header=True)
-            out.append((partition_key, changes))
-        txn.put_meta(WATERMARK, pack_u64(now_s))
+        for partition_key, entries in sorted(due.items()):
+            chunks = expire_partition(txn, self.schema, partition_key, entries, now_s)
+            out.append((partition_key, [c for _, chunk in chunks for c in chunk]))
         return out
 
 
@@ -149,7 +144,13 @@ def random_batches(seed: int, schema: TableSchema) -> list[list[dict[str, Any]]]
 
 
 def nonempty(changes: list[tuple[bytes, list[RowChange]]]) -> list[tuple[bytes, list[RowChange]]]:
-    return [(k, c) for k, c in changes if c]
+    """The non-empty change lists, each in clustering order with the static-only row first (the store
+    reports that row last when it sweeps; the order across keys of one update carries no meaning)."""
+    return [
+        (k, sorted(c, key=lambda change: (change.key is not None, change.key or b"")))
+        for k, c in changes
+        if c
+    ]
 
 
 def assert_same_partitions(store: PartitionStore, memory: MemoryWorker) -> None:
@@ -170,6 +171,20 @@ def assert_due_index_matches_the_values(store: PartitionStore) -> None:
     assert {k for k, _ in store.items() if k[:1] == b"X"} == expected
 
 
+def replay_history(worker: StoreWorker, memory: MemoryWorker, seed: int) -> int:
+    """Random batches through both workers (some aborted once first), comparing every change; the
+    time of the last batch."""
+    rng = random.Random(seed)
+    now = NOW
+    for i, events in enumerate(random_batches(seed, worker.schema)):
+        now += rng.randint(0, 4)
+        if rng.random() < 0.2:
+            worker.batch(events, now, rollback=True)  # an aborted batch, consumed again
+        got = worker.batch(events, now)
+        assert nonempty(got) == nonempty(memory.batch(events, now)), f"batch {i} at NOW+{now - NOW}"
+    return now
+
+
 @pytest.mark.parametrize("gc_grace", [864000, 3])
 @pytest.mark.parametrize("seed", range(40))
 def test_sparse_loads_give_the_changes_and_states_of_the_in_memory_merge(
@@ -178,21 +193,37 @@ def test_sparse_loads_give_the_changes_and_states_of_the_in_memory_merge(
     """Writes, TTLs, collections, statics, row/range/partition deletions; with a short gc_grace the due
     index must also purge exactly what a purge of the whole partition would, at the same times."""
     schema = dataclasses.replace(PROP, gc_grace_seconds=gc_grace)
-    rng = random.Random(seed)
     with PartitionStore(tmp_path / "p0", 0) as store:
-        worker = StoreWorker(store, schema)
         memory = MemoryWorker(schema)
-        now = NOW
-        for i, events in enumerate(random_batches(seed, schema)):
-            now += rng.randint(0, 4)
-            if rng.random() < 0.2:
-                worker.batch(events, now, rollback=True)  # an aborted batch, consumed again
-            got = worker.batch(events, now)
-            assert nonempty(got) == nonempty(memory.batch(events, now)), f"batch {i} at NOW+{now - NOW}"
+        now = replay_history(StoreWorker(store, schema), memory, seed)
+        worker = StoreWorker(store, schema)
         assert_same_partitions(store, memory)
         for later in (now + 30, now + 10_000_000):  # everything expires, then everything is purged
             assert nonempty(worker.batch([], later)) == nonempty(memory.batch([], later))
             assert_same_partitions(store, memory)
+        assert_due_index_matches_the_values(store)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_deletions_purged_one_row_per_transaction_bring_nothing_back(tmp_path: Path, seed: int) -> None:
+    """The rows a partition or range deletion covers keep what it deletes until it is purged; with room
+    to rewrite one row per transaction, the purge takes a transaction per row, a second apart, and
+    leaves exactly the rows and values of the in-memory merge."""
+    with PartitionStore(tmp_path / "p0", 0, StoreOptions(shadow_rows_per_transaction=1)) as store:
+        memory = MemoryWorker(PROP)
+        worker = StoreWorker(store, PROP)
+        later = replay_history(worker, memory, seed) + 10_000_000
+        assert nonempty(worker.batch([], later)) == nonempty(memory.batch([], later))
+        passes = 0
+        while True:
+            with store.transaction() as txn:
+                if not txn.due_expiries(later + passes, 1):
+                    break
+            passes += 1
+            assert nonempty(worker.batch([], later + passes)) == [], "a purge pass emitted a change"
+            assert passes < 500
+        assert_same_partitions(store, memory)
+        assert store.count_rows() == sum(len(state.rows) for state in memory.states.values())
         assert_due_index_matches_the_values(store)
 
 
@@ -232,24 +263,70 @@ def fill_rows(store: PartitionStore, schema: TableSchema, count: int, *, ts: int
     return keys
 
 
-def test_a_range_delete_in_a_wide_partition_touches_only_the_rows_it_covers(store: PartitionStore) -> None:
-    schema = table("gc")
+def merged(txn: StateTransaction, schema: TableSchema, event: dict[str, Any], now_s: int) -> list[RowChange]:
+    changes = merge_event(txn, schema, prepare_event(event, layout_for(schema)), now_s)
+    return [change for chunk in changes for change in chunk]
+
+
+def test_a_range_delete_in_a_wide_partition_reads_only_the_rows_it_covers(store: PartitionStore) -> None:
+    """It writes the header alone; the rows it covers are rewritten only when it is purged."""
+    schema = table("gc")  # gc_grace_seconds = 100
     fill_rows(store, schema, 100_000)
     builder = EventBuilder(schema)
-    event = builder.event(DeleteRange(1, low=40_000, high=40_099, ts=20))
     with store.transaction() as txn:
-        state = txn.load(schema, prepare_event(event, layout_for(schema)), NOW)
-        assert len(state.rows) == 100 and txn.reads == 1 + 100  # the header, then the covered rows
-        result, changes = apply_with_changes(state, event, schema, NOW)
-        assert len(result.rows) == 100 and [c.op for c in changes] == ["d"] * 100
-        txn.save(schema, state, result.rows, NOW, header=header_needed(result))
-        assert txn.writes == 100 + 2  # the row deletions, the header and its due entry (its purge)
+        changes = merged(txn, schema, builder.event(DeleteRange(1, low=40_000, high=40_099, ts=20)), NOW)
+        assert [c.op for c in changes] == ["d"] * 100
+        assert txn.reads == 1 + 1 + 100  # the header, the header as the sweep's before side, the rows
+        assert txn.writes == 2  # the header and its due entry (its purge)
         txn.commit(None, 1)
+    covered = clustering_key(schema, builder.clustering([40_050]))
+    assert store.read_row(schema.table_id, builder.partition_key(1), covered).rows == {}
+    assert store.count_rows() == 100_000
+    worker = StoreWorker(store, schema)
+    assert nonempty(worker.batch([], NOW + 101)) == []  # past gc_grace: the range deletion is purged
     assert store.count_rows() == 100_000 - 100
+    assert (
+        store.read_partition(schema.table_id, builder.partition_key(1)).range_tombstones
+        == RangeTombstoneList()
+    )
     with store.transaction() as txn:
         point = builder.event(Write(1, (70_000,), {"v": 1}, ts=30))
         state = txn.load(schema, prepare_event(point, layout_for(schema)), NOW)
         assert len(state.rows) == 1 and txn.reads == 2
+
+
+def test_a_partition_deletion_streams_the_changes_of_a_wide_partition_and_writes_only_its_header(
+    tmp_path: Path,
+) -> None:
+    schema = table("gc")
+    builder = EventBuilder(schema)
+    with PartitionStore(tmp_path / "p1", 1, StoreOptions(shadow_rows_per_transaction=5_000)) as store:
+        fill_rows(store, schema, 20_000)
+        event = builder.event(DeletePartition(1, ts=20))
+        with store.transaction() as txn:
+            sizes = []
+            for chunk in merge_event(txn, schema, prepare_event(event, layout_for(schema)), NOW):
+                assert txn.writes == 0  # nothing held back for the commit while the rows stream
+                assert {c.op for c in chunk} == {"d"}
+                sizes.append(len(chunk))
+            assert sum(sizes) == 20_000 and max(sizes) <= CHUNK_ROWS
+            assert txn.writes == 2  # the header and its due entry
+            txn.commit(None, 1)
+        assert store.count_rows() == 20_000
+        worker = StoreWorker(store, schema)
+        ((_, (change,)),) = worker.batch([builder.event(Write(1, (5,), {"v": 9}, ts=30))], NOW + 1)
+        assert change.op == "c" and change.before is None
+        # past gc_grace the 19,999 rows it deleted go, 5,000 per transaction, a second apart; then it goes
+        passes = 0
+        while store.read_partition(schema.table_id, builder.partition_key(1)).partition_deletion is not None:
+            assert nonempty(worker.batch([], NOW + 101 + passes)) == []
+            passes += 1
+            assert store.count_rows() == max(1, 20_000 - 5_000 * passes)
+        assert passes == 4
+        assert store.count_rows() == 1
+        assert_due_index_matches_the_values(store)
+        state = store.read_partition(schema.table_id, builder.partition_key(1))
+        assert [row.cells["v"].value for row in state.rows.values()] == [(9).to_bytes(4, "big")]
 
 
 def test_a_row_write_under_live_static_cells_reads_one_witness_row(store: PartitionStore) -> None:
@@ -257,8 +334,11 @@ def test_a_row_write_under_live_static_cells_reads_one_witness_row(store: Partit
     schema = table("kv")
     builder = EventBuilder(schema)
     fill_rows(store, schema, 2_000)
+    with store.transaction() as txn:  # a static update changes every row's image: all are read
+        changes = merged(txn, schema, builder.event(Write(1, (), {"s": 7}, ts=20)), NOW)
+        assert [c.op for c in changes] == ["u"] * 2_000 and txn.writes == 1  # the header
+        txn.commit(None, 1)
     worker = StoreWorker(store, schema)
-    worker.batch([builder.event(Write(1, (), {"s": 7}, ts=20))], NOW)  # a static update reads all rows
     for ck in (0, 5, 3_000):
         event = builder.event(Write(1, (ck,), {"w": "x"}, ts=30))
         with store.transaction() as txn:
@@ -273,19 +353,14 @@ def test_a_row_write_under_live_static_cells_reads_one_witness_row(store: Partit
             clustering_key(schema, builder.clustering([c])) for c in (10, 500)
         )
         txn.rollback()
-    with store.transaction() as txn:
-        event = builder.event(DeletePartition(1, ts=60))
+    with store.transaction() as txn:  # nor inside the range an update deletes
+        event = builder.event(DeleteRange(1, low=10, high=19, ts=45))
         state = txn.load(schema, prepare_event(event, worker.layout), NOW)
-        assert len(state.rows) == 2_000 - 10
-    with store.transaction() as txn:  # without the times, a partition with a static row loads whole
-        event = builder.event(Write(1, (500,), {"w": "y"}, ts=50))
-        assert len(txn.load(schema, prepare_event(event, worker.layout)).rows) == 2_000 - 10
-        assert len(txn.load_rows(schema, builder.partition_key(1), [None]).rows) == 2_000 - 10
-        assert len(txn.load_rows(schema, builder.partition_key(1), [None], since_s=NOW, now_s=NOW).rows) == 1
-
-
-# ---------------------------------------------------------------------------------------------------------
-# transactions
+        assert sorted(state.rows) == [clustering_key(schema, builder.clustering([20]))]
+        txn.rollback()
+    with store.transaction() as txn:
+        changes = merged(txn, schema, builder.event(DeletePartition(1, ts=60)), NOW)
+        assert [c.op for c in changes] == ["d"] * (2_000 - 10)  # the static cell goes too: no static-only row
 
 
 def everything(store: PartitionStore) -> list[tuple[bytes, bytes]]:
@@ -481,8 +556,8 @@ def test_a_look_at_part_of_a_partition_announces_the_static_only_row_once(store:
     worker = StoreWorker(store, schema, due_limit=1)
     memory = MemoryWorker(schema)
     assert nonempty(worker.batch(events, NOW)) == nonempty(memory.batch(events, NOW))
-    got = worker.batch([], NOW + 20)
-    assert got == memory.batch([], NOW + 20)
+    got = nonempty(worker.batch([], NOW + 20))
+    assert got == nonempty(memory.batch([], NOW + 20))
     assert [c.op for _, changes in got for c in changes] == ["c", "d", "d"]
     assert nonempty(worker.batch([], NOW + 21)) == []
 
