@@ -76,7 +76,9 @@ def merge_event(
         adopt_snapshot_list_paths(state, prepared, layout)
     has_static = bool(layout.static) and bool(schema.clustering)
     static_before = static_columns(state, layout, now_s) if layout.static else {}
-    loaded = set(state.rows)
+    # what the sweep must skip; only an update with a deletion or a static row can need a sweep
+    wide = prepared.partition_deletion is not None or bool(prepared.ranges) or prepared.static_row is not None
+    loaded = set(state.rows) if wide else set()
     loaded_before = has_static and _any_exists(state.rows.values(), layout, now_s)
 
     result, named = apply_prepared_with_changes(state, prepared, layout, now_s, static_only=False)
