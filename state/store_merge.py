@@ -62,6 +62,32 @@ def _sweep_chunks(
     yield chunk
 
 
+def _ending_with_static_only(
+    chunks: Iterable[list[RowChange]],
+    sweep: RowSweep,
+    loaded_before: bool,
+    state: PartitionState,
+    layout: TableLayout,
+    now_s: int,
+    loaded_after: bool | None = None,
+) -> Iterator[list[RowChange]]:
+    """The non-empty ``chunks``, the last one ending with the static-only row's change, which is known
+    only once every row was swept (``loaded_after``: whether a loaded row exists after; by default,
+    looked up in ``state`` at ``now_s``)."""
+    last: list[RowChange] = []
+    for chunk in chunks:
+        if last:
+            yield last
+        last = chunk
+    if loaded_after is None:
+        loaded_after = _any_exists(state.rows.values(), layout, now_s)
+    change = sweep.static_only_change(other_before=loaded_before, other_after=loaded_after)
+    if change is not None:
+        last.append(change)
+    if last:
+        yield last
+
+
 def merge_event(
     txn: StateTransaction, schema: TableSchema, prepared: PreparedEvent, now_s: int, *, snapshot: bool = False
 ) -> Generator[list[RowChange], None, ApplyResult]:
@@ -93,25 +119,22 @@ def merge_event(
 
     after = PartitionSide(state, now_s, static_after)
     if ranges == ():  # the usual case: the update changes the rows it names and no other
-        last = named
-        sweep = RowSweep(layout, PartitionSide(state, now_s, static_before), after) if has_static else None
+        if not has_static:
+            if named:
+                yield named
+        else:
+            sweep = RowSweep(layout, PartitionSide(state, now_s, static_before), after)
+            yield from _ending_with_static_only([named], sweep, loaded_before, state, layout, now_s)
     else:
         sweep = RowSweep(
             layout, PartitionSide(txn.header(schema, partition_key), now_s, static_before), after
         )
         skip = loaded | {key for key, _, _ in prepared.rows}
-        last = []
-        for chunk in _sweep_chunks(txn.rows(schema, partition_key, ranges), skip, sweep, named):
-            if last:
-                yield last
-            last = chunk
-    if sweep is not None and has_static:
-        loaded_after = _any_exists(state.rows.values(), layout, now_s)
-        change = sweep.static_only_change(other_before=loaded_before, other_after=loaded_after)
-        if change is not None:
-            last.append(change)
-    if last:
-        yield last
+        chunks = _sweep_chunks(txn.rows(schema, partition_key, ranges), skip, sweep, named)
+        if has_static:
+            yield from _ending_with_static_only(chunks, sweep, loaded_before, state, layout, now_s)
+        else:
+            yield from (chunk for chunk in chunks if chunk)
     txn.save(
         schema,
         state,
@@ -171,16 +194,10 @@ def _expire_all_rows(
         chunks: Iterable[list[RowChange]] = [named]
     else:
         chunks = _swept_due(txn, schema, state, touched, sweep, named, now_s)
-    last: list[RowChange] = []
-    for chunk in chunks:
-        if last:
-            yield last
-        last = chunk
-    change = sweep.static_only_change(other_before=loaded_before, other_after=loaded_after)
-    if change is not None:
-        touched.add(None)
-        last.append(change)
-    yield last
+    for chunk in _ending_with_static_only(chunks, sweep, loaded_before, state, layout, now_s, loaded_after):
+        if chunk and chunk[-1].key is None:
+            touched.add(None)
+        yield chunk
 
 
 def _swept_due(

@@ -114,6 +114,18 @@ def row_due(row: RowState, now_s: int, gc_grace_seconds: int) -> int | None:
     return _earliest(row.next_expiry(now_s), None if purge is None else purge + gc_grace_seconds + 1)
 
 
+def _purged_value(row: RowState | None, now_s: int, gc_grace_seconds: int) -> tuple[bytes | None, int | None]:
+    """The stored value of a row (None: delete it) after the purge at ``now_s``, IN PLACE, and its due
+    second."""
+    if row is None:
+        return None, None
+    row.purge(now_s - gc_grace_seconds)
+    if row.is_empty():
+        return None, None
+    due = row_due(row, now_s, gc_grace_seconds)
+    return encode_row_value(row, due), due
+
+
 def header_due(state: PartitionState, now_s: int, gc_grace_seconds: int) -> int | None:
     """The same for the header: the static row, the partition deletion and the range deletions."""
     times: list[int | None] = []
@@ -383,7 +395,6 @@ class StateTransaction:
         table_id = schema.table_id.bytes
         partition_key = state.partition_key
         gc_grace = schema.gc_grace_seconds
-        gc_before = now_s - gc_grace
         prefix = row_prefix(table_id, partition_key)
         for ck in keys:
             if ck is None:
@@ -391,14 +402,7 @@ class StateTransaction:
                 continue
             key = prefix + ck
             old = self._stored(key)
-            row = state.rows.get(ck)
-            due = None
-            new = None
-            if row is not None:
-                row.purge(gc_before)
-                if not row.is_empty():
-                    due = row_due(row, now_s, gc_grace)
-                    new = encode_row_value(row, due)
+            new, due = _purged_value(state.rows.get(ck), now_s, gc_grace)
             if new != old:
                 self._replace(key, old, new, due, table_id, partition_key, ck)
         if header:
@@ -445,19 +449,12 @@ class StateTransaction:
         """Rewrite the stored rows inside ``ranges`` (None: all) as the header shows them, purged, so that
         the deletions covering them can be purged without bringing back what they deleted. Writes at most
         the transaction's ``shadow_budget`` rows; False when that ran out first."""
-        gc_before = now_s - gc_grace
         partition_key = state.partition_key
         prefix = row_prefix(table_id, partition_key)
         size = len(prefix)
         for key, value in self._row_entries(prefix, ranges):
             ck = key[size:]
-            row = state.shadowed(ck, decode_row_value(value, key))
-            new = due = None
-            if row is not None:
-                row.purge(gc_before)
-                if not row.is_empty():
-                    due = row_due(row, now_s, gc_grace)
-                    new = encode_row_value(row, due)
+            new, due = _purged_value(state.shadowed(ck, decode_row_value(value, key)), now_s, gc_grace)
             if new == value:
                 continue
             if self.shadow_budget <= 0:
