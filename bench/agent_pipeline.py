@@ -830,8 +830,8 @@ def report(results: Results, args: argparse.Namespace, settings: InfraSettings, 
         f"Versions: Python {sys.version.split()[0]}, Cassandra {results.env['cassandra']} (one node, CDC on, "
         f"`commitlog_sync: periodic`, `commitlog_sync_period: {sync_ms}ms`, "
         f"{settings.commitlog_segment_size_mb} MiB segments), Kafka {settings.kafka_version} (one KRaft "
-        f"broker), aiokafka {version('aiokafka')}, cassandra-driver {version('cassandra-driver')}, fastavro "
-        f"{version('fastavro')}. Agent: `python -m cdc agent`, default settings (poll interval {poll_ms} ms, "
+        f"broker), aiokafka {version('aiokafka')}, cassandra-driver {version('cassandra-driver')}, cavro "
+        f"{version('cavro')}. Agent: `python -m cdc agent`, default settings (poll interval {poll_ms} ms, "
         "16 MiB in flight, raw topic of 12 partitions, acks=all, idempotent producer), "
         f"`cassandra.keyspaces: {args.keyspaces or []}`.",
         "",
@@ -932,7 +932,7 @@ def report(results: Results, args: argparse.Namespace, settings: InfraSettings, 
             "",
             f"{prof['rows']:,} rows ({prof['bytes'] / 1e6:.1f} MB); under the profiler "
             f"{prof['events_per_s']:,.0f} events/s. cProfile sees the event-loop thread only; Cython code "
-            "(fastavro, aiokafka's record builder) counts as its Python caller's own time. Top functions by "
+            "(cavro, aiokafka's record builder) counts as its Python caller's own time. Top functions by "
             "own time:",
             "",
             "```",

@@ -381,7 +381,7 @@ _TRUNK = ("_run_module_as_main", "_run_code", "<module>", "main (", "_cmd_worker
 
 #: where a sample's CPU goes: the first bucket, in this order, with a frame on the sample's stack
 _OWN_BUCKETS = (
-    ("decode_raw_event", "decode raw events (fastavro)"),
+    ("decode_raw_event", "decode raw events (cavro)"),
     ("peek_raw_event", "read raw event heads (digest, table)"),
     ("key_partition", "clean record partitions (murmur2)"),
     ("BatchLoop._commit", "Kafka transaction: send clean + changelog records, commit"),
@@ -1033,7 +1033,7 @@ def report(bench: Bench, command: str) -> str:
         f"Versions: Python {sys.version.split()[0]}, Cassandra {bench.env.get('cassandra', '?')} (one node, "
         f"CDC on), Kafka {bench.settings.kafka_version} (one KRaft broker), faust-streaming "
         f"{version('faust-streaming')}, aiokafka {version('aiokafka')}, rocksdict {version('rocksdict')}, "
-        f"fastavro {version('fastavro')}. Code: {bench.env['code']}. Workers: `python -m cdc worker`, "
+        f"cavro {version('cavro')}. Code: {bench.env['code']}. Workers: `python -m cdc worker`, "
         f"settings ({worker_defaults(bench.args.batch_max_events)}).",
         "",
         *targets(bench),
@@ -1139,7 +1139,7 @@ def report(bench: Bench, command: str) -> str:
             f"One worker under cProfile (`python -m cProfile -o FILE -m cdc worker --config ...`, stopped "
             f"with SIGINT) for {prof['seconds']:.0f} s of the input above: {prof['events']:,} raw events, "
             f"{prof['rate']:,.0f} events/s under the profiler. cProfile sees the event-loop thread only "
-            "(RocksDB's own threads are not in it); C code (fastavro, rocksdict, json) counts as its own "
+            "(RocksDB's own threads are not in it); C code (cavro, rocksdict, json) counts as its own "
             "entries or as its Python caller's time. Top functions by own time:",
             "",
             "```",

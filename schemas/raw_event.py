@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import Any
 
-from fastavro import schemaless_reader, schemaless_writer
-
 from agents.commitlog.partition_update import DeletionTime, PartitionUpdate, RangeTombstoneBoundary, Row
-from schemas import load_avro_schema
+from schemas import load_binary_codec
 
 RAW_FORMAT = 1
 
@@ -120,15 +117,13 @@ def raw_event_record(
 
 
 def encode_raw_event(record: dict[str, Any]) -> bytes:
-    out = io.BytesIO()
-    schemaless_writer(out, load_avro_schema("raw_mutation"), record)
-    return out.getvalue()
+    return load_binary_codec("raw_mutation").binary_encode(record)  # type: ignore[no-any-return]
 
 
 def decode_raw_event(data: bytes) -> dict[str, Any]:
     try:
-        record = schemaless_reader(io.BytesIO(data), load_avro_schema("raw_mutation"), None)
-    except Exception as exc:  # fastavro raises many types for bad bytes
+        record: dict[str, Any] = load_binary_codec("raw_mutation").binary_decode(data)
+    except Exception as exc:  # bad bytes raise EOFError, ValueError, UnicodeDecodeError...
         raise RawEventError(f"raw event does not decode ({len(data)} bytes): {exc}") from exc
     if record["format"] != RAW_FORMAT:
         raise RawEventError(f"raw event format {record['format']} is not {RAW_FORMAT}; upgrade the reader")
@@ -195,18 +190,13 @@ def peek_raw_event(data: bytes) -> RawEventHead:
 
 
 def encode_raw_key(keyspace: str, table: str, partition_key: bytes) -> bytes:
-    out = io.BytesIO()
-    schemaless_writer(
-        out,
-        load_avro_schema("raw_key"),
-        {"keyspace": keyspace, "table": table, "partition_key": partition_key},
-    )
-    return out.getvalue()
+    record = {"keyspace": keyspace, "table": table, "partition_key": partition_key}
+    return load_binary_codec("raw_key").binary_encode(record)  # type: ignore[no-any-return]
 
 
 def decode_raw_key(data: bytes) -> tuple[str, str, bytes]:
     try:
-        record = schemaless_reader(io.BytesIO(data), load_avro_schema("raw_key"), None)
-    except Exception as exc:  # fastavro raises many types for bad bytes
+        record = load_binary_codec("raw_key").binary_decode(data)
+    except Exception as exc:  # bad bytes raise EOFError, ValueError, UnicodeDecodeError...
         raise RawEventError(f"raw key does not decode: {data[:40]!r}") from exc
     return record["keyspace"], record["table"], record["partition_key"]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
+from fastavro import schemaless_reader, schemaless_writer
 
 from agents.commitlog.digest import update_digest
 from agents.commitlog.partition_update import PartitionUpdate
+from schemas import load_avro_schema
 from schemas.raw_event import (
     RawEventError,
     decode_raw_event,
@@ -53,6 +56,24 @@ def test_event_round_trip_keeps_every_cell(updates: list[PartitionUpdate]) -> No
             ] == [(c.column.name, c.timestamp, c.ttl, c.local_deletion_time, c.raw) for c in original.cells]
 
 
+def test_events_and_keys_are_standard_avro_as_fastavro_reads_and_writes_them(
+    updates: list[PartitionUpdate],
+) -> None:
+    """The raw topic's bytes are plain Avro of raw_mutation.avsc / raw_key.avsc, whatever library reads
+    them: fastavro, an independent implementation, writes the same bytes and reads back the same record."""
+    mutation, raw_key = load_avro_schema("raw_mutation"), load_avro_schema("raw_key")
+    for update in updates:
+        record = raw_event_record(update, cluster="c", node="n1", segment_id=7, descriptor_version=7,
+                                  digest=update_digest(update), published_at_ms=1)  # fmt: skip
+        data = encode_raw_event(record)
+        out = io.BytesIO()
+        schemaless_writer(out, mutation, record)
+        assert out.getvalue() == data
+        assert schemaless_reader(io.BytesIO(data), mutation, None) == decode_raw_event(data)
+        key = encode_raw_key(update.keyspace, update.table, update.partition_key)
+        assert decode_raw_key(key) == tuple(schemaless_reader(io.BytesIO(key), raw_key, None).values())
+
+
 def test_key_is_replica_independent_and_round_trips(updates: list[PartitionUpdate]) -> None:
     update = updates[0]
     key = encode_raw_key(update.keyspace, update.table, update.partition_key)
@@ -62,13 +83,21 @@ def test_key_is_replica_independent_and_round_trips(updates: list[PartitionUpdat
     assert other != key
 
 
-def test_garbage_is_a_clear_error() -> None:
+def test_garbage_is_a_clear_error(updates: list[PartitionUpdate]) -> None:
     with pytest.raises(RawEventError, match="raw event does not decode"):
         decode_raw_event(b"\x02\xff\xff")
+    record = raw_event_record(updates[0], cluster="c", node="n1", segment_id=7, descriptor_version=7,
+                              digest=update_digest(updates[0]), published_at_ms=1)  # fmt: skip
+    data = encode_raw_event(record)
+    for cut in range(len(data)):  # every truncation is the same clear error, never a crash
+        with pytest.raises(RawEventError, match=f"raw event does not decode \\({cut} bytes\\)"):
+            decode_raw_event(data[:cut])
+    with pytest.raises(RawEventError, match="raw key does not decode"):
+        decode_raw_key(b"\x08ab")
 
 
 def test_peek_reads_keyspace_table_and_digest_without_decoding_the_body() -> None:
-    """The hand-read head agrees with fastavro's full decode, and a cut event is a RawEventError."""
+    """The hand-read head agrees with the full decode, and a cut event is a RawEventError."""
     schema = table("kv")
     event = EventBuilder(schema).event(Write(key=7, clustering=(1,), values={"w": "x"}, ts=5))
     event["keyspace"], event["table"] = "ks_é", "t" * 300
