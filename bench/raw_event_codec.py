@@ -20,27 +20,22 @@ import os
 import platform
 import random
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
+from change_codec import TABLE_DDL, rate  # noqa: E402
 from fastavro import schemaless_reader, schemaless_writer  # noqa: E402
 
 from agents.commitlog.schema_loader import load_schema_from_cql  # noqa: E402
 from schemas import load_avro_schema  # noqa: E402
 from schemas.raw_event import decode_raw_event, encode_raw_event, peek_raw_event  # noqa: E402
 from tests.unit.state.event_builder import EventBuilder, Write  # noqa: E402
-
-TABLE_DDL = """CREATE TABLE bench.readings (
-    device uuid, at timestamp, kind text, value double, count int, total bigint,
-    ok boolean, note text, price decimal, tags text,
-    PRIMARY KEY (device, at)) WITH ID = 00000000-0000-0000-0000-00000000be01"""
 
 POOL = 1000
 
@@ -64,16 +59,6 @@ def build_events(count: int) -> list[dict[str, Any]]:
             write = Write(device, (at,), values, ts=1_700_000_000_000_000 + i, insert=True)
         events.append(builder.event(write))
     return events
-
-
-def rate(fn: Callable[[int], None], events: int, runs: int = 3) -> float:
-    """Best events/s of ``runs`` runs of ``fn(events)``."""
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn(events)
-        best = min(best, time.perf_counter() - start)
-    return events / best
 
 
 def main() -> None:
