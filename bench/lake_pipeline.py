@@ -5,6 +5,8 @@ deletes of random keys, a share of keys changing several times) are written to a
 broker this script starts, with the table's schema event on a schema topic, exactly as workers and agents
 write them. The lake job then takes the whole backlog with `availableNow` in micro-batches of
 `--max-offsets` events. The result is checked against the final image per key the generator computed.
+The lake job is a long-running stream, so the measured run comes after `--warmup-rounds` runs over a copy of
+the backlog in the same JVM (the first of them, on a cold JVM, is reported too).
 
     .venv/bin/python bench/lake_pipeline.py --changes 1000000 --keys 250000 --out bench/lake_pipeline.md
 """
@@ -41,6 +43,7 @@ from schemas.schema_event import schema_event
 KAFKA_PORT = 29192
 KAFKA_CONTROLLER_PORT = 29193
 KEYSPACE, TABLE, PREFIX = "bench", "orders", "benchclean"
+WARMUP_PREFIX = "benchwarmup"
 TABLE_ID = uuid.UUID("6c1d0d3e-1111-4b7a-9a55-00000000b0b0")
 DDL = (
     f"CREATE TABLE {KEYSPACE}.{TABLE} (id bigint PRIMARY KEY, customer text, amount decimal, qty int, "
@@ -102,16 +105,14 @@ def changes(count: int, keys: int, seed: int) -> tuple[list[tuple[bytes, bytes |
 
 
 async def publish(
-    bootstrap: str, topic: str, records: list[tuple[bytes, bytes | None]], partitions: int
+    bootstrap: str, topics: list[str], records: list[tuple[bytes, bytes | None]], partitions: int
 ) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         await admin.create_topics(
-            [
-                NewTopic(topic, partitions, 1, topic_configs={"cleanup.policy": "compact"}),
-                NewTopic("bench.schemas", 1, 1, topic_configs={"cleanup.policy": "compact"}),
-            ]
+            [NewTopic(t, partitions, 1, topic_configs={"cleanup.policy": "compact"}) for t in topics]
+            + [NewTopic("bench.schemas", 1, 1, topic_configs={"cleanup.policy": "compact"})]
         )
     finally:
         await admin.close()
@@ -121,7 +122,7 @@ async def publish(
         event = schema_event("bench", KEYSPACE, TABLE, str(TABLE_ID), cdc=True, dropped=False, cql=DDL)
         await producer.send_and_wait("bench.schemas", event.encode(), key=event.key)
         pending = []
-        for key, value in records:
+        for topic, (key, value) in ((t, r) for t in topics for r in records):
             pending.append(await producer.send(topic, value, key=key))
             if len(pending) >= 20_000:
                 await asyncio.gather(*pending)
@@ -140,12 +141,14 @@ def run(args: argparse.Namespace) -> str:
     broker.start()
     try:
         bootstrap = broker.spec.bootstrap
-        topic = clean_topic_name(PREFIX, KEYSPACE, TABLE)
+        topics = [clean_topic_name(PREFIX, KEYSPACE, TABLE)]
+        if args.warmup_rounds:
+            topics.append(clean_topic_name(WARMUP_PREFIX, KEYSPACE, TABLE))
         began = time.monotonic()
         records, final = changes(args.changes, args.keys, args.seed)
         made_s = time.monotonic() - began
         began = time.monotonic()
-        asyncio.run(publish(bootstrap, topic, records, args.partitions))
+        asyncio.run(publish(bootstrap, topics, records, args.partitions))
         published_s = time.monotonic() - began
         print(
             f"made {args.changes:,} changes in {made_s:.1f} s, published in {published_s:.1f} s", flush=True
@@ -155,23 +158,32 @@ def run(args: argparse.Namespace) -> str:
         from pipeline.lake_schema import OP_COLUMN, lake_table_path
         from pipeline.spark_session import build_spark_session
 
+        def config(lake: Path, prefix: str) -> CdcConfig:
+            return CdcConfig(
+                cluster="bench",
+                kafka=KafkaConfig(bootstrap_servers=bootstrap, schema_topic="bench.schemas"),
+                pipeline=PipelineConfig(
+                    lake_directory=lake,
+                    clean_topic_prefix=prefix,
+                    max_offsets_per_trigger=args.max_offsets,
+                    shuffle_partitions=args.shuffle_partitions,
+                    driver_memory=args.driver_memory,
+                ),
+            )
+
         lake = home / "lake"
-        pipeline = PipelineConfig(
-            lake_directory=lake,
-            clean_topic_prefix=PREFIX,
-            max_offsets_per_trigger=args.max_offsets,
-            shuffle_partitions=args.shuffle_partitions,
-            driver_memory=args.driver_memory,
-        )
-        config = CdcConfig(
-            cluster="bench",
-            kafka=KafkaConfig(bootstrap_servers=bootstrap, schema_topic="bench.schemas"),
-            pipeline=pipeline,
-        )
         began = time.monotonic()
-        spark = build_spark_session(pipeline, "cdc-bench-lake")
+        measured = config(lake, PREFIX)
+        assert measured.pipeline is not None
+        spark = build_spark_session(measured.pipeline, "cdc-bench-lake")
         spark_s = time.monotonic() - began
-        summary = LakeJob(spark, config, once=True).run()
+        warmups = []
+        for round_ in range(args.warmup_rounds):  # the same backlog on its own topic, into a scratch lake
+            scratch = home / f"warmup-{round_}"
+            warmups.append(LakeJob(spark, config(scratch, WARMUP_PREFIX), once=True).run())
+            print(f"warm-up round {round_ + 1}: {warmups[-1].describe()}", flush=True)
+            shutil.rmtree(scratch, ignore_errors=True)
+        summary = LakeJob(spark, measured, once=True).run()
         table = spark.read.format("delta").load(str(lake_table_path(lake, KEYSPACE, TABLE)))
         rows = table.count()
         versions = {r.id: int(r.note.split()[-1]) for r in table.select("id", "note").collect()}
@@ -182,6 +194,10 @@ def run(args: argparse.Namespace) -> str:
         broker.stop()
         shutil.rmtree(home, ignore_errors=True)
     rate = summary.changes / summary.seconds
+    rounds = "; ".join(
+        f"round {n}: {w.changes:,} records in {w.seconds:.1f} s, **{w.changes / w.seconds:,.0f}/s**"
+        for n, w in enumerate(warmups, 1)
+    )
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     cmd = " ".join([".venv/bin/python bench/lake_pipeline.py", *sys.argv[1:]])
     return f"""# `cdc pipeline lake` throughput
@@ -199,8 +215,9 @@ Made with:
 | clean records the job read (c/u/d events and tombstones; the topic is compacted, as clean topics are, so the broker had already dropped superseded records of many keys) | {summary.changes:,} |
 | distinct keys | {args.keys:,} |
 | micro-batches (`maxOffsetsPerTrigger` {args.max_offsets:,}) | {summary.batches} |
+| warm-up runs before it, in the same JVM (the same backlog on its own topic, each into a scratch lake; round 1 is a cold JVM) | {rounds or "none"} |
 | lake job, first offset to last commit | {summary.seconds:.1f} s |
-| **clean records per second into Delta** | **{rate:,.0f}** |
+| **clean records per second into Delta** (after {len(warmups)} warm-up runs) | **{rate:,.0f}** |
 | rows inserted / updated / deleted by the MERGEs | {summary.inserted:,} / {summary.updated:,} / {summary.deleted:,} |
 | rows in the table at the end (live keys expected: {len(final):,}) | {rows:,} |
 | rows whose final version differs from the generator's | {wrong} |
@@ -217,9 +234,15 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=250_000)
     parser.add_argument("--partitions", type=int, default=4, help="clean topic partitions")
     parser.add_argument("--max-offsets", type=int, default=500_000)
-    parser.add_argument("--shuffle-partitions", type=int, default=4)
+    parser.add_argument("--shuffle-partitions", type=int, default=2, help="one per core of local[2]")
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--warmup-rounds",
+        type=int,
+        default=2,
+        help="lake runs over a copy of the backlog before the measured one, in the same JVM (0: cold)",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     report = run(args)

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from agents.commitlog.table_schema import TableSchema
 from cdc.config import CdcConfig, PipelineConfig
 from pipeline.errors import PipelineError
-from pipeline.lake_merge import BatchResult, LakeWriter
+from pipeline.lake_merge import RECORDS_COLUMN, BatchResult, LakeWriter, latest_records
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
 from schemas.change_event import clean_topic_name
@@ -102,6 +102,11 @@ class LakeJob:
             .option("kafka.isolation.level", "read_committed")
             # compaction removes offsets from clean topics; a gap is expected, not data loss
             .option("failOnDataLoss", "false")
+            # a backlog is read in large fetches: with the client's 1 MB per partition, tasks waited on
+            # the broker (bench/lake_pipeline.md)
+            .option("kafka.max.partition.fetch.bytes", str(16 << 20))
+            .option("kafka.fetch.max.bytes", str(64 << 20))
+            .option("kafka.receive.buffer.bytes", str(4 << 20))
             .load()
         )
 
@@ -116,9 +121,11 @@ class LakeJob:
         """foreachBatch: every table's changes of the micro-batch into its Delta table."""
         started = time.monotonic()
         result = BatchResult(batch_id)
-        records = batch.persist()  # tombstones too: after compaction one may be all that is left of a delete
+        # tombstones too: after compaction one may be all that is left of a delete
+        latest = latest_records(batch).persist()
         try:
-            counts = {r.topic: r["count"] for r in records.groupBy("topic").count().collect()}
+            totals = latest.groupBy("topic").agg(F.sum(RECORDS_COLUMN).alias("records")).collect()
+            counts = {r.topic: r.records for r in totals}
             schemas = load_table_schemas(self.config.kafka) if counts else {}  # newest columns
             for topic, count in sorted(counts.items()):
                 schema = self._table_of(topic, schemas)
@@ -128,11 +135,11 @@ class LakeJob:
                         "lake: %s has no table on the schema topic (dropped?); its records skipped", topic
                     )
                     continue
-                result.tables.append(self.writer.merge(records.where(F.col("topic") == topic), schema, count))
+                result.tables.append(self.writer.merge(latest.where(F.col("topic") == topic), schema, count))
                 if batch_id % TOMBSTONE_PURGE_EVERY == TOMBSTONE_PURGE_EVERY - 1:
                     self.writer.forget_old_tombstones(schema, self.pipeline.tombstone_retention_s)
         finally:
-            records.unpersist()
+            latest.unpersist()
         result.seconds = time.monotonic() - started
         self.summary.add(result)
         if result.tables:

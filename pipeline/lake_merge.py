@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 TOMBSTONE_FOLDER = "_cdc_tombstones"
 _DELETED = "_cdc_deleted"
+RECORDS_COLUMN = "_records"
 
 
 @dataclass(slots=True)
@@ -95,26 +96,42 @@ def _newer(a: str, b: str) -> str:
     )
 
 
-def latest_changes(events: DataFrame, schema: TableSchema) -> DataFrame:
-    """The last change per key among one table's clean records (key, value, partition, offset,
-    timestamp), in the lake layout plus a ``_cdc_deleted`` flag and a ``_bad`` flag for a value that is
-    not a JSON change event.
+def latest_records(batch: DataFrame) -> DataFrame:
+    """The last record per (topic, key) of a micro-batch of clean records, still unparsed, with
+    ``_records``: how many records of the batch that key had (so per-topic counts need no second pass).
+
+    Only these are parsed and cached: the rest are superseded within the batch."""
+    key = F.col("key").cast("string")
+    per_key = Window.partitionBy("topic", key).orderBy(F.col("partition").desc(), F.col("offset").desc())
+    whole = per_key.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    ranked = batch.select(
+        "topic",
+        key.alias(KEY_COLUMN),
+        "value",
+        F.col("partition").alias(PARTITION_COLUMN),
+        F.col("offset").alias(OFFSET_COLUMN),
+        F.unix_millis(F.col("timestamp")).alias("_record_ms"),
+        F.row_number().over(per_key).alias("_n"),
+        F.count(F.lit(1)).over(whole).alias(RECORDS_COLUMN),
+    )
+    return ranked.where("_n = 1").drop("_n")
+
+
+def parse_changes(latest: DataFrame, schema: TableSchema) -> DataFrame:
+    """One table's ``latest_records`` in the lake layout plus a ``_cdc_deleted`` flag and a ``_bad`` flag
+    for a value that is not a JSON change event.
 
     A tombstone record (null value) deletes its key: log compaction may have removed the ``d`` event it
     followed, and then the tombstone is all a reader gets of the delete."""
     tombstone = F.col("value").isNull()
-    parsed = events.select(
-        F.col("key").cast("string").alias(KEY_COLUMN),
-        F.col("partition").alias(PARTITION_COLUMN),
-        F.col("offset").alias(OFFSET_COLUMN),
-        F.unix_millis(F.col("timestamp")).alias("_record_ms"),
+    parsed = latest.select(
+        KEY_COLUMN,
+        PARTITION_COLUMN,
+        OFFSET_COLUMN,
+        "_record_ms",
         tombstone.alias("_tombstone"),
         F.from_json(F.col("value").cast("string"), _envelope(schema)).alias("e"),
     )
-    order = Window.partitionBy(KEY_COLUMN).orderBy(
-        F.col(PARTITION_COLUMN).desc(), F.col(OFFSET_COLUMN).desc()
-    )
-    last = parsed.withColumn("_n", F.row_number().over(order)).where("_n = 1")
     deleted = F.col("_tombstone") | (F.col("e.op") == "d")
     meta: list[Column] = [
         F.col(KEY_COLUMN),
@@ -126,7 +143,7 @@ def latest_changes(events: DataFrame, schema: TableSchema) -> DataFrame:
         deleted.alias(_DELETED),
     ]
     bad = ~F.col("_tombstone") & F.col("e").isNull()
-    return last.select(*lake_columns(schema, F.col("e.after")), *meta, bad.alias("_bad"))
+    return parsed.select(*lake_columns(schema, F.col("e.after")), *meta, bad.alias("_bad"))
 
 
 def ensure_table(spark: SparkSession, path: Path, schema: StructType) -> DeltaTable:
@@ -189,10 +206,10 @@ class LakeWriter:
         self._tables[(schema.keyspace, schema.table)] = state
         return state
 
-    def merge(self, events: DataFrame, schema: TableSchema, count: int) -> TableBatchResult:
-        """Apply one table's ``count`` clean records of a micro-batch to its Delta table."""
+    def merge(self, latest: DataFrame, schema: TableSchema, count: int) -> TableBatchResult:
+        """Apply one table's ``latest_records`` (of ``count`` clean records) to its Delta table."""
         result = TableBatchResult(schema.name, changes=count)
-        changes = latest_changes(events, schema).persist()
+        changes = parse_changes(latest, schema).persist()
         try:
             totals = changes.agg(
                 F.count(F.lit(1)).alias("latest"),
@@ -230,19 +247,13 @@ class LakeWriter:
             result.updated = _metric(metrics, "num_updated_rows")
             result.deleted = _metric(metrics, "num_deleted_rows")
             result.unapplied = max(0, totals["latest"] - result.inserted - result.updated - result.deleted)
-            if totals["deletes"] or table.has_tombstones:
-                stamp = {c: f"s.{c}" for c in (PARTITION_COLUMN, OFFSET_COLUMN, EMITTED_COLUMN)}
-                (
-                    table.tombstones.alias("t")
-                    .merge(changes.alias("s"), f"t.{KEY_COLUMN} = s.{KEY_COLUMN}")
-                    .whenMatchedUpdate(condition=f"s.{_DELETED} AND {_newer('s', 't')}", set=stamp)
-                    .whenMatchedDelete(condition=f"NOT s.{_DELETED} AND {_newer('s', 't')}")
-                    .whenNotMatchedInsert(
-                        condition=f"s.{_DELETED}", values={KEY_COLUMN: f"s.{KEY_COLUMN}", **stamp}
-                    )
-                    .execute()
-                )
-                table.has_tombstones = table.has_tombstones or bool(totals["deletes"])
+            if totals["deletes"]:
+                # appended, not merged: the anti-join above only asks whether some tombstone of the key
+                # is newer than the change, so older or repeated tombstones are harmless until purged
+                changes.where(F.col(_DELETED)).select(
+                    KEY_COLUMN, PARTITION_COLUMN, OFFSET_COLUMN, EMITTED_COLUMN
+                ).write.format("delta").mode("append").save(str(tombstone_path(self.lake_directory, schema)))
+                table.has_tombstones = True
         finally:
             changes.unpersist()
         return result

@@ -73,6 +73,8 @@ def build_spark_session(
         .master(config.master)
         .config("spark.jars", ",".join(str(j) for j in connector_jars()))
         .config("spark.driver.memory", config.driver_memory)
+        # the throughput collector: jobs here are batch-like (bench/lake_pipeline.md measured it against G1)
+        .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
@@ -87,6 +89,9 @@ def build_spark_session(
         # Delta reads its log with 50 tasks by default: on a few cores that is mostly task overhead
         .config("spark.databricks.delta.snapshotPartitions", str(config.shuffle_partitions))
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        # a cached micro-batch is read back two or three times and then dropped: compressing it costs more
+        # CPU than it saves (bench/lake_pipeline.md)
+        .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
