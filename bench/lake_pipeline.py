@@ -122,11 +122,12 @@ async def publish(
         event = schema_event("bench", KEYSPACE, TABLE, str(TABLE_ID), cdc=True, dropped=False, cql=DDL)
         await producer.send_and_wait("bench.schemas", event.encode(), key=event.key)
         pending = []
-        for topic, (key, value) in ((t, r) for t in topics for r in records):
-            pending.append(await producer.send(topic, value, key=key))
-            if len(pending) >= 20_000:
-                await asyncio.gather(*pending)
-                pending.clear()
+        for topic in topics:
+            for key, value in records:
+                pending.append(await producer.send(topic, value, key=key))
+                if len(pending) >= 20_000:
+                    await asyncio.gather(*pending)
+                    pending.clear()
         await asyncio.gather(*pending)
     finally:
         await producer.stop()

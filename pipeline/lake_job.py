@@ -102,8 +102,8 @@ class LakeJob:
             .option("kafka.isolation.level", "read_committed")
             # compaction removes offsets from clean topics; a gap is expected, not data loss
             .option("failOnDataLoss", "false")
-            # a backlog is read in large fetches: with the client's 1 MB per partition, tasks waited on
-            # the broker (bench/lake_pipeline.md)
+            # a backlog is read in large fetches: with the client's 1 MB per partition, tasks spent most of
+            # their run time waiting on the broker (bench/lake_pipeline.md)
             .option("kafka.max.partition.fetch.bytes", str(16 << 20))
             .option("kafka.fetch.max.bytes", str(64 << 20))
             .option("kafka.receive.buffer.bytes", str(4 << 20))

@@ -73,7 +73,8 @@ def build_spark_session(
         .master(config.master)
         .config("spark.jars", ",".join(str(j) for j in connector_jars()))
         .config("spark.driver.memory", config.driver_memory)
-        # the throughput collector: jobs here are batch-like (bench/lake_pipeline.md measured it against G1)
+        # the throughput collector: jobs here are batch-like (bench/lake_pipeline.md: compared with G1 only
+        # across separate JVMs, where it warmed up somewhat faster)
         .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
