@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from agents.commitlog.table_schema import TableSchema
 from cdc.config import CdcConfig, PipelineConfig
 from pipeline.errors import PipelineError
+from pipeline.kafka_source import BACKLOG_READ_OPTIONS
 from pipeline.lake_merge import RECORDS_COLUMN, BatchResult, LakeWriter, latest_records
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
@@ -102,11 +103,7 @@ class LakeJob:
             .option("kafka.isolation.level", "read_committed")
             # compaction removes offsets from clean topics; a gap is expected, not data loss
             .option("failOnDataLoss", "false")
-            # a backlog is read in large fetches: with the client's 1 MB per partition, tasks spent most of
-            # their run time waiting on the broker (bench/lake_pipeline.md)
-            .option("kafka.max.partition.fetch.bytes", str(16 << 20))
-            .option("kafka.fetch.max.bytes", str(64 << 20))
-            .option("kafka.receive.buffer.bytes", str(4 << 20))
+            .options(**BACKLOG_READ_OPTIONS)
             .load()
         )
 

@@ -40,6 +40,7 @@ from agents.commitlog.table_schema import TableSchema
 from cdc.config import CdcConfig
 from cdc.verify.oracle import key_text
 from pipeline.errors import PipelineError, ServiceUnreachable
+from pipeline.kafka_source import BACKLOG_READ_OPTIONS
 from pipeline.lake_schema import (
     EMITTED_COLUMN,
     KEY_COLUMN,
@@ -121,6 +122,7 @@ def kafka_batch(
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", json.dumps({topic: {str(p): e for p, e in sorted(ends.items())}}))
+        .options(**BACKLOG_READ_OPTIONS)
     )
     if read_committed:
         # transactions leave offsets without records (markers, aborted batches) and clean topics are

@@ -1,0 +1,17 @@
+"""The consumer settings with which every Spark job reads a Kafka backlog (the lake stream, the replay batch).
+
+Spark's Kafka reader asks the broker for the partition's earliest and latest offsets after every poll (two
+ListOffsets round trips), and a poll hands back at most ``max.poll.records`` records, 500 by default: a
+task then spent most of its time waiting on round trips, not decoding (bench/lake_pipeline.md). Large
+fetches, and polls that return all of a fetch, make it a few round trips per task instead of thousands.
+"""
+
+from __future__ import annotations
+
+#: options of ``spark.read(Stream).format("kafka")``, passed to the executors' consumers
+BACKLOG_READ_OPTIONS: dict[str, str] = {
+    "kafka.max.partition.fetch.bytes": str(16 << 20),
+    "kafka.fetch.max.bytes": str(64 << 20),
+    "kafka.receive.buffer.bytes": str(4 << 20),
+    "kafka.max.poll.records": "100000",
+}
