@@ -2,8 +2,8 @@
 
 Spark's Kafka reader asks the broker for the partition's earliest and latest offsets after every poll (two
 ListOffsets round trips), and a poll hands back at most ``max.poll.records`` records, 500 by default: a
-task then spent most of its time waiting on round trips, not decoding (bench/lake_pipeline.md). Large
-fetches, and polls that return all of a fetch, make it a few round trips per task instead of thousands.
+task of 100k records then made some 600 round trips, and a warm lake batch's Kafka stage ran 2.1 s for
+1.3 s of CPU (bench/lake_pipeline.md). Large fetches, and polls that return all of a fetch, leave a few.
 """
 
 from __future__ import annotations
