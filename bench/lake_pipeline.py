@@ -44,6 +44,7 @@ KAFKA_PORT = 29192
 KAFKA_CONTROLLER_PORT = 29193
 KEYSPACE, TABLE, PREFIX = "bench", "orders", "benchclean"
 WARMUP_PREFIX = "benchwarmup"
+ANALYSIS_HEADING = "What the numbers say:"
 TABLE_ID = uuid.UUID("6c1d0d3e-1111-4b7a-9a55-00000000b0b0")
 DDL = (
     f"CREATE TABLE {KEYSPACE}.{TABLE} (id bigint PRIMARY KEY, customer text, amount decimal, qty int, "
@@ -133,6 +134,39 @@ async def publish(
         await producer.stop()
 
 
+def _topic_bytes(data: Path, topics: list[str]) -> int:
+    return sum(
+        f.stat().st_size
+        for topic in topics
+        for folder in data.glob(f"{topic}-*")
+        for f in folder.iterdir()
+        if f.is_file()
+    )
+
+
+def wait_for_log_cleaner(
+    data: Path, topics: list[str], quiet_s: float = 30.0, limit_s: float = 900.0
+) -> tuple[int, int, float]:
+    """Waits until the broker's log cleaner has left the compacted topics alone for ``quiet_s``:
+    (bytes before, bytes after, seconds). The broker shares this machine's cores with Spark here, where a
+    real one would not; and a job that starts mid-compaction reads a different number of records each time."""
+    began = time.monotonic()
+    before = last = _topic_bytes(data, topics)
+    still_since = began
+    while time.monotonic() - still_since < quiet_s:
+        if time.monotonic() - began > limit_s:
+            raise SystemExit(f"the broker's log cleaner was still compacting {topics} after {limit_s:.0f} s")
+        time.sleep(2)
+        now = _topic_bytes(data, topics)
+        if now != last:
+            last, still_since = now, time.monotonic()
+    print(
+        f"log cleaner done: {before / 1e6:,.0f} MB -> {last / 1e6:,.0f} MB in {time.monotonic() - began:.0f} s",
+        flush=True,
+    )
+    return before, last, time.monotonic() - began
+
+
 def run(args: argparse.Namespace) -> str:
     home = Path(tempfile.mkdtemp(prefix="cdc-bench-lake-"))
     settings = InfraSettings.from_env(
@@ -154,8 +188,11 @@ def run(args: argparse.Namespace) -> str:
         print(
             f"made {args.changes:,} changes in {made_s:.1f} s, published in {published_s:.1f} s", flush=True
         )
+        del records
+        cleaned = wait_for_log_cleaner(broker.spec.data, topics)
 
         from pipeline.lake_job import LakeJob
+        from pipeline.lake_merge import tombstone_path
         from pipeline.lake_schema import OP_COLUMN, lake_table_path
         from pipeline.spark_session import build_spark_session
 
@@ -176,7 +213,8 @@ def run(args: argparse.Namespace) -> str:
         began = time.monotonic()
         measured = config(lake, PREFIX)
         assert measured.pipeline is not None
-        spark = build_spark_session(measured.pipeline, "cdc-bench-lake")
+        extra = dict(item.split("=", 1) for item in args.spark_conf)
+        spark = build_spark_session(measured.pipeline, "cdc-bench-lake", extra=extra)
         spark_s = time.monotonic() - began
         warmups = []
         for round_ in range(args.warmup_rounds):  # the same backlog on its own topic, into a scratch lake
@@ -190,6 +228,13 @@ def run(args: argparse.Namespace) -> str:
         versions = {r.id: int(r.note.split()[-1]) for r in table.select("id", "note").collect()}
         wrong = sum(1 for k, v in final.items() if versions.get(k) != v) + len(set(versions) - set(final))
         ops = {r[OP_COLUMN]: r["count"] for r in table.groupBy(OP_COLUMN).count().collect()}
+        files = {
+            name: _files_and_compactions(spark, path)
+            for name, path in (
+                ("the table", lake_table_path(lake, KEYSPACE, TABLE)),
+                ("its tombstone table", tombstone_path(lake, table_schema())),
+            )
+        }
         spark.stop()
     finally:
         broker.stop()
@@ -213,7 +258,9 @@ Made with:
 
 | what | value |
 |---|---|
-| clean records the job read (c/u/d events and tombstones; the topic is compacted, as clean topics are, so the broker had already dropped superseded records of many keys) | {summary.changes:,} |
+| changes published (to each of the measured and the warm-up topic) | {args.changes:,} and a tombstone after each delete |
+| the broker's log cleaner, left to finish before the job starts (the topics are compacted, as clean topics are) | {cleaned[0] / 1e6:,.0f} MB -> {cleaned[1] / 1e6:,.0f} MB in {cleaned[2]:.0f} s |
+| clean records the job read (c/u/d events and tombstones the cleaner left) | {summary.changes:,} |
 | distinct keys | {args.keys:,} |
 | micro-batches (`maxOffsetsPerTrigger` {args.max_offsets:,}) | {summary.batches} |
 | warm-up runs before it, in the same JVM (the same backlog on its own topic, each into a scratch lake; round 1 is a cold JVM) | {rounds or "none"} |
@@ -223,6 +270,8 @@ Made with:
 | rows in the table at the end (live keys expected: {len(final):,}) | {rows:,} |
 | rows whose final version differs from the generator's | {wrong} |
 | rows by last op | {", ".join(f"{k} {v:,}" for k, v in sorted(ops.items()))} |
+| data files at the end, and the auto compactions that made them | {"; ".join(f"{name}: {n:,} files, auto compactions: {c}" for name, (n, c) in files.items())} |
+| Spark settings besides the job's own | {", ".join(f"`{k}={v}`" for k, v in extra.items()) or "none"} |
 | Spark session start (JVM, jars) | {spark_s:.1f} s |
 | peak RSS of a child process (the Spark JVM) | {peak_mb:,.0f} MB |
 | machine | {os.cpu_count()} cores; Kafka broker on the same machine |
@@ -244,13 +293,37 @@ def main() -> int:
         default=2,
         help="lake runs over a copy of the backlog before the measured one, in the same JVM (0: cold)",
     )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting on top of the job's (repeatable), e.g. to measure without one of them",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if bad := [c for c in args.spark_conf if "=" not in c]:
+        parser.error(f"--spark-conf takes KEY=VALUE, got {bad[0]!r}")
     report = run(args)
     print(report)
     if args.out:
-        args.out.write_text(report)
+        args.out.write_text(report + _analysis_of(args.out))
     return 0
+
+
+def _files_and_compactions(spark: Any, path: Path) -> tuple[int, int]:
+    if not path.exists():
+        return 0, 0
+    files = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first().numFiles
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where("operation = 'OPTIMIZE'").count()
+    return int(files), int(history)
+
+
+def _analysis_of(report: Path) -> str:
+    """The hand-written analysis below the table of an earlier report, kept when the table is remade."""
+    text = report.read_text() if report.exists() else ""
+    at = text.find(ANALYSIS_HEADING)
+    return "\n" + text[at:] if at >= 0 else ""
 
 
 if __name__ == "__main__":

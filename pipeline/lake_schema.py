@@ -81,6 +81,10 @@ WRITE_TIME_COLUMN = "_cdc_write_time_us"  # the change's Cassandra write time (Â
 EMITTED_COLUMN = "_cdc_ts_ms"  # when the worker emitted the change
 PARTITION_COLUMN = "_cdc_partition"  # clean-topic partition and offset of the change: its order
 OFFSET_COLUMN = "_cdc_offset"
+#: lake columns whose values (nearly) never repeat within a data file: one key per row (a MERGE source has
+#: one row per key), offsets, microsecond write times. A Parquet dictionary for them is built, found too
+#: big and thrown away in every file, so the writers skip it (``spark_session``)
+UNIQUE_META_COLUMNS = (KEY_COLUMN, WRITE_TIME_COLUMN, OFFSET_COLUMN)
 META_COLUMNS: tuple[tuple[str, DataType], ...] = (
     (KEY_COLUMN, StringType()),
     (OP_COLUMN, StringType()),

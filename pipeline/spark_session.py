@@ -62,6 +62,7 @@ def build_spark_session(
     from pyspark.sql import SparkSession
 
     from infra.toolchain import find_java
+    from pipeline.lake_schema import UNIQUE_META_COLUMNS
 
     java = find_java()
     os.environ.setdefault("JAVA_HOME", str(Path(java.executable).resolve().parent.parent))
@@ -87,6 +88,11 @@ def build_spark_session(
         # lake tables get deletion vectors: a MERGE then marks the rows it replaces instead of rewriting
         # every file that holds one (updates are spread over the whole table)
         .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
+        # every MERGE of the lake stream adds a file per shuffle partition, and a batch with deletes one more
+        # to the tombstone table, without end: Delta's auto compaction rewrites small files (dropping the
+        # rows deletion vectors hide) once 50 pile up. After 52 micro-batches, 3 table files instead of 104
+        # (bench/lake_pipeline.md)
+        .config("spark.databricks.delta.autoCompact.enabled", "true")
         # Delta reads its log with 50 tasks by default: on a few cores that is mostly task overhead
         .config("spark.databricks.delta.snapshotPartitions", str(config.shuffle_partitions))
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
@@ -94,6 +100,8 @@ def build_spark_session(
         # CPU than it saves (bench/lake_pipeline.md)
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
+    for column in UNIQUE_META_COLUMNS:  # no dictionary: every value would enter it (lake_schema)
+        builder = builder.config(f"parquet.enable.dictionary#{column}", "false")
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     try:

@@ -69,6 +69,9 @@ class Feed:
         )
 
 
+AUTO_COMPACT_MIN_FILES = "spark.databricks.delta.autoCompact.minNumFiles"
+
+
 def _statements(ks: str) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """Inserts, updates, deletes of every kind and TTLs on a table of many types and one with clustering
     and statics; some rows are written, deleted and written again."""
@@ -210,6 +213,26 @@ def _positions_never_go_back(spark: Any, path: Path) -> int:
     return len(versions)
 
 
+def _compactions(spark: Any, path: Path) -> tuple[int, int]:
+    """(auto compactions, data files the MERGEs added) in a Delta table's history."""
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+    added = sum(
+        int(r.operationMetrics.get("numTargetFilesAdded", 0)) for r in history if r.operation == "MERGE"
+    )
+    return sum(1 for r in history if r.operation == "OPTIMIZE"), added
+
+
+@pytest.fixture
+def small_compactions(spark: Any) -> Iterator[None]:
+    """Auto compaction from 4 small files on (50 by default), so a short stream compacts too."""
+    spark.conf.set(AUTO_COMPACT_MIN_FILES, "4")
+    try:
+        yield
+    finally:
+        spark.conf.unset(AUTO_COMPACT_MIN_FILES)
+
+
+@pytest.mark.usefixtures("small_compactions")
 def test_lake_tables_equal_cassandra_and_replays_never_regress_a_row(
     spark: Any, session: Any, feed: Feed, tmp_path: Path
 ) -> None:
@@ -219,6 +242,11 @@ def test_lake_tables_equal_cassandra_and_replays_never_regress_a_row(
     assert summary.batches > 1, f"one micro-batch took everything; batching was not exercised: {summary}"
     _assert_lake_equals_cassandra(spark, session, feed, lake)
     assert summary.deleted > 0 and summary.updated > 0, summary
+    for table in feed.schemas:  # the stream's small files were compacted, and the rows stayed right
+        path = lake_table_path(lake, feed.keyspace, table)
+        compactions, added = _compactions(spark, path)
+        files = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first().numFiles
+        assert compactions and files < added, f"{table}: {compactions} compactions, {files} files of {added}"
 
     # the whole topic again, with a new checkpoint, over the finished tables: older changes arrive after
     # newer ones were applied (including upserts of rows deleted since) and must change nothing
