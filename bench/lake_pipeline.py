@@ -160,11 +160,9 @@ def wait_for_log_cleaner(
         now = _topic_bytes(data, topics)
         if now != last:
             last, still_since = now, time.monotonic()
-    print(
-        f"log cleaner done: {before / 1e6:,.0f} MB -> {last / 1e6:,.0f} MB in {time.monotonic() - began:.0f} s",
-        flush=True,
-    )
-    return before, last, time.monotonic() - began
+    seconds = time.monotonic() - began
+    print(f"log cleaner done: {before / 1e6:,.0f} MB -> {last / 1e6:,.0f} MB in {seconds:.0f} s", flush=True)
+    return before, last, seconds
 
 
 def run(args: argparse.Namespace) -> str:
