@@ -24,6 +24,7 @@ from cdc.config import CdcConfig, PipelineConfig
 from pipeline.errors import PipelineError
 from pipeline.kafka_source import BACKLOG_READ_OPTIONS
 from pipeline.lake_merge import RECORDS_COLUMN, BatchResult, LakeWriter, latest_records
+from pipeline.pinned_frame import pinned
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
 from schemas.change_event import clean_topic_name
@@ -119,8 +120,7 @@ class LakeJob:
         started = time.monotonic()
         result = BatchResult(batch_id)
         # tombstones too: after compaction one may be all that is left of a delete
-        latest = latest_records(batch).persist()
-        try:
+        with pinned(latest_records(batch)) as latest:
             totals = latest.groupBy("topic").agg(F.sum(RECORDS_COLUMN).alias("records")).collect()
             counts = {r.topic: r.records for r in totals}
             schemas = load_table_schemas(self.config.kafka) if counts else {}  # newest columns
@@ -135,8 +135,6 @@ class LakeJob:
                 result.tables.append(self.writer.merge(latest.where(F.col("topic") == topic), schema, count))
                 if batch_id % TOMBSTONE_PURGE_EVERY == TOMBSTONE_PURGE_EVERY - 1:
                     self.writer.forget_old_tombstones(schema, self.pipeline.tombstone_retention_s)
-        finally:
-            latest.unpersist()
         result.seconds = time.monotonic() - started
         self.summary.add(result)
         if result.tables:

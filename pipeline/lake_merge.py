@@ -39,12 +39,14 @@ from pipeline.lake_schema import (
     lake_struct,
     lake_table_path,
 )
+from pipeline.pinned_frame import pinned
 
 log = logging.getLogger(__name__)
 
 TOMBSTONE_FOLDER = "_cdc_tombstones"
 _DELETED = "_cdc_deleted"
 RECORDS_COLUMN = "_records"
+_MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
 
 
 @dataclass(slots=True)
@@ -100,7 +102,7 @@ def latest_records(batch: DataFrame) -> DataFrame:
     """The last record per (topic, key) of a micro-batch of clean records, still unparsed, with
     ``_records``: how many records of the batch that key had (so per-topic counts need no second pass).
 
-    Only these are parsed and cached: the rest are superseded within the batch."""
+    Only these are parsed and pinned: the rest are superseded within the batch."""
     key = F.col("key").cast("string")
     per_key = Window.partitionBy("topic", key).orderBy(F.col("partition").desc(), F.col("offset").desc())
     whole = per_key.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
@@ -188,6 +190,9 @@ class LakeWriter:
     """Merges micro-batches into the Delta tables under ``lake_directory``."""
 
     def __init__(self, spark: SparkSession, lake_directory: Path) -> None:
+        # the MERGE's source is a pinned frame (a local checkpoint) or that joined with a Delta scan:
+        # nothing in it can change between the MERGE's scans, so Delta need not copy it to disk first
+        spark.conf.set(_MATERIALIZE_SOURCE_CONF, "none")
         self.spark = spark
         self.lake_directory = lake_directory
         self._tables: dict[tuple[str, str], _TableState] = {}
@@ -209,8 +214,7 @@ class LakeWriter:
     def merge(self, latest: DataFrame, schema: TableSchema, count: int) -> TableBatchResult:
         """Apply one table's ``latest_records`` (of ``count`` clean records) to its Delta table."""
         result = TableBatchResult(schema.name, changes=count)
-        changes = parse_changes(latest, schema).persist()
-        try:
+        with pinned(parse_changes(latest, schema)) as changes:
             totals = changes.agg(
                 F.count(F.lit(1)).alias("latest"),
                 F.sum(F.col("_bad").cast("int")).alias("bad"),
@@ -254,8 +258,6 @@ class LakeWriter:
                     KEY_COLUMN, PARTITION_COLUMN, OFFSET_COLUMN, EMITTED_COLUMN
                 ).write.format("delta").mode("append").save(str(tombstone_path(self.lake_directory, schema)))
                 table.has_tombstones = True
-        finally:
-            changes.unpersist()
         return result
 
     def forget_old_tombstones(self, schema: TableSchema, retention_s: int) -> None:

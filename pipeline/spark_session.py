@@ -88,17 +88,14 @@ def build_spark_session(
         # lake tables get deletion vectors: a MERGE then marks the rows it replaces instead of rewriting
         # every file that holds one (updates are spread over the whole table)
         .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
-        # every MERGE of the lake stream adds a file per shuffle partition, and a batch with deletes one more
-        # to the tombstone table, without end: Delta's auto compaction rewrites small files (dropping the
-        # rows deletion vectors hide) once 50 pile up. After 52 micro-batches, 3 table files instead of 104
-        # (bench/lake_pipeline.md)
+        # every MERGE of the lake stream adds files to the table (one for a small batch, up to one per
+        # shuffle partition for a large one), and a batch with deletes one to the tombstone table, without
+        # end: Delta's auto compaction rewrites small files (dropping the rows deletion vectors hide) once
+        # 50 pile up (bench/lake_pipeline.md)
         .config("spark.databricks.delta.autoCompact.enabled", "true")
         # Delta reads its log with 50 tasks by default: on a few cores that is mostly task overhead
         .config("spark.databricks.delta.snapshotPartitions", str(config.shuffle_partitions))
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        # a cached micro-batch is read back two or three times and then dropped: compressing it costs more
-        # CPU than it saves (bench/lake_pipeline.md)
-        .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
     for column in UNIQUE_META_COLUMNS:  # no dictionary: every value would enter it (lake_schema)
         builder = builder.config(f"parquet.enable.dictionary#{column}", "false")
@@ -109,6 +106,14 @@ def build_spark_session(
     except Exception as exc:  # the JVM failed to start; py4j says little, so say what was tried
         raise PipelineError(f"Spark ({config.master}) did not start: {exc}") from exc
     spark.sparkContext.setLogLevel("WARN")
+    # releasing a local checkpoint (pinned_frame's, and the MERGE source Delta makes) warns that its
+    # lineage is gone and it cannot be recomputed: that is what it is for, and the stream would log it
+    # every micro-batch
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.rdd.MapPartitionsRDD", jvm.org.apache.logging.log4j.Level.ERROR
+    )
     # py4j logs every connection it closes at INFO, the last ones after the process's streams are gone
     logging.getLogger("py4j").setLevel(logging.WARNING)
     return spark

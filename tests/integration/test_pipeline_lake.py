@@ -224,8 +224,9 @@ def _compactions(spark: Any, path: Path) -> tuple[int, int]:
 
 @pytest.fixture
 def small_compactions(spark: Any) -> Iterator[None]:
-    """Auto compaction from 4 small files on (50 by default), so a short stream compacts too."""
-    spark.conf.set(AUTO_COMPACT_MIN_FILES, "4")
+    """Auto compaction from 2 small files on (50 by default), so a short stream compacts too: a small
+    MERGE writes one file."""
+    spark.conf.set(AUTO_COMPACT_MIN_FILES, "2")
     try:
         yield
     finally:
