@@ -106,9 +106,9 @@ def build_spark_session(
     except Exception as exc:  # the JVM failed to start; py4j says little, so say what was tried
         raise PipelineError(f"Spark ({config.master}) did not start: {exc}") from exc
     spark.sparkContext.setLogLevel("WARN")
-    # releasing a local checkpoint (pinned_frame's, and the MERGE source Delta makes) warns that its
-    # lineage is gone and it cannot be recomputed: that is what it is for, and the stream would log it
-    # every micro-batch
+    # releasing a local checkpoint (pinned_frame's, or the copy of a MERGE source Delta makes when it is
+    # let to) warns that its lineage is gone and it cannot be recomputed: that is what it is for, and the
+    # lake stream would log it every micro-batch
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
