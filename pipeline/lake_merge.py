@@ -148,17 +148,19 @@ def parse_changes(latest: DataFrame, schema: TableSchema) -> DataFrame:
     return parsed.select(*lake_columns(schema, F.col("e.after")), *meta, bad.alias("_bad"))
 
 
-def ensure_table(spark: SparkSession, path: Path, schema: StructType) -> DeltaTable:
+def ensure_table(spark: SparkSession, path: Path, schema: StructType) -> tuple[DeltaTable, bool]:
     """The Delta table at ``path``, created empty or widened to ``schema`` (a column added in Cassandra
-    arrives as a new nullable column; existing rows read null there, as in Cassandra)."""
-    if DeltaTable.isDeltaTable(spark, str(path)):
+    arrives as a new nullable column; existing rows read null there, as in Cassandra), and whether it
+    existed before (a table created here is known to be empty without reading it)."""
+    existed = DeltaTable.isDeltaTable(spark, str(path))
+    if existed:
         table = DeltaTable.forPath(spark, str(path))
         have = set(table.toDF().columns)
         if all(f.name in have for f in schema.fields):
-            return table
+            return table, True
     empty = spark.createDataFrame([], schema)
     empty.write.format("delta").mode("append").option("mergeSchema", "true").save(str(path))
-    return DeltaTable.forPath(spark, str(path))
+    return DeltaTable.forPath(spark, str(path)), existed
 
 
 _TOMBSTONE_SCHEMA = StructType(
@@ -203,11 +205,19 @@ class LakeWriter:
         known = self._tables.get((schema.keyspace, schema.table))
         if known is not None and known.fields == fields:
             return known
-        target = ensure_table(
+        target, _ = ensure_table(
             self.spark, lake_table_path(self.lake_directory, schema.keyspace, schema.table), struct
         )
-        tombstones = ensure_table(self.spark, tombstone_path(self.lake_directory, schema), _TOMBSTONE_SCHEMA)
-        state = _TableState(target, tombstones, fields, bool(tombstones.toDF().limit(1).count()))
+        tombstones, existed = ensure_table(
+            self.spark, tombstone_path(self.lake_directory, schema), _TOMBSTONE_SCHEMA
+        )
+        # reading the tombstone table costs a Delta snapshot and a job (about 1 s in the bench's event log):
+        # not for one created just now, nor again when the table gained a column
+        if known is not None:
+            has_tombstones = known.has_tombstones
+        else:
+            has_tombstones = existed and bool(tombstones.toDF().limit(1).count())
+        state = _TableState(target, tombstones, fields, has_tombstones)
         self._tables[(schema.keyspace, schema.table)] = state
         return state
 
