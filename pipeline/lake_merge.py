@@ -22,7 +22,7 @@ from pathlib import Path
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from agents.commitlog.table_schema import TableSchema
 from pipeline.errors import PipelineError
@@ -148,29 +148,17 @@ def parse_changes(latest: DataFrame, schema: TableSchema) -> DataFrame:
     return parsed.select(*lake_columns(schema, F.col("e.after")), *meta, bad.alias("_bad"))
 
 
-def ensure_table(spark: SparkSession, path: Path, schema: StructType) -> tuple[DeltaTable, bool]:
+def ensure_table(spark: SparkSession, path: Path, schema: StructType) -> DeltaTable:
     """The Delta table at ``path``, created empty or widened to ``schema`` (a column added in Cassandra
-    arrives as a new nullable column; existing rows read null there, as in Cassandra), and whether it
-    existed before (a table created here is known to be empty without reading it)."""
-    existed = DeltaTable.isDeltaTable(spark, str(path))
-    if existed:
+    arrives as a new nullable column; existing rows read null there, as in Cassandra)."""
+    if DeltaTable.isDeltaTable(spark, str(path)):
         table = DeltaTable.forPath(spark, str(path))
         have = set(table.toDF().columns)
         if all(f.name in have for f in schema.fields):
-            return table, True
+            return table
     empty = spark.createDataFrame([], schema)
     empty.write.format("delta").mode("append").option("mergeSchema", "true").save(str(path))
-    return DeltaTable.forPath(spark, str(path)), existed
-
-
-_TOMBSTONE_SCHEMA = StructType(
-    [
-        StructField(KEY_COLUMN, StringType()),
-        StructField(PARTITION_COLUMN, IntegerType()),
-        StructField(OFFSET_COLUMN, LongType()),
-        StructField(EMITTED_COLUMN, LongType()),
-    ]
-)
+    return DeltaTable.forPath(spark, str(path))
 
 
 def _metric(metrics: DataFrame, name: str) -> int:
@@ -183,8 +171,9 @@ class _TableState:
     """What the writer knows of one table between micro-batches, so a batch runs few Spark jobs."""
 
     target: DeltaTable
-    tombstones: DeltaTable
     fields: tuple[str, ...]
+    tombstones: Path
+    """Made by the first append of a delete, so a table that never had one has none."""
     has_tombstones: bool
 
 
@@ -205,19 +194,19 @@ class LakeWriter:
         known = self._tables.get((schema.keyspace, schema.table))
         if known is not None and known.fields == fields:
             return known
-        target, _ = ensure_table(
+        target = ensure_table(
             self.spark, lake_table_path(self.lake_directory, schema.keyspace, schema.table), struct
         )
-        tombstones, existed = ensure_table(
-            self.spark, tombstone_path(self.lake_directory, schema), _TOMBSTONE_SCHEMA
-        )
+        tombstones = tombstone_path(self.lake_directory, schema)
         # reading the tombstone table costs a Delta snapshot and a job (about 1 s in the bench's event log):
-        # not for one created just now, nor again when the table gained a column
+        # once per table, not again when the table gained a column
         if known is not None:
             has_tombstones = known.has_tombstones
         else:
-            has_tombstones = existed and bool(tombstones.toDF().limit(1).count())
-        state = _TableState(target, tombstones, fields, has_tombstones)
+            has_tombstones = DeltaTable.isDeltaTable(self.spark, str(tombstones)) and bool(
+                self.spark.read.format("delta").load(str(tombstones)).limit(1).count()
+            )
+        state = _TableState(target, fields, tombstones, has_tombstones)
         self._tables[(schema.keyspace, schema.table)] = state
         return state
 
@@ -239,7 +228,7 @@ class LakeWriter:
             table = self._table(schema)
             fresh = changes
             if table.has_tombstones:  # a change older than a delete the lake already applied is stale
-                known = self.spark.read.format("delta").load(str(tombstone_path(self.lake_directory, schema)))
+                known = self.spark.read.format("delta").load(str(table.tombstones))
                 fresh = changes.alias("s").join(
                     known.alias("t"),
                     F.expr(f"s.{KEY_COLUMN} = t.{KEY_COLUMN} AND {_newer('t', 's')}"),
@@ -266,7 +255,7 @@ class LakeWriter:
                 # is newer than the change, so older or repeated tombstones are harmless until purged
                 changes.where(F.col(_DELETED)).select(
                     KEY_COLUMN, PARTITION_COLUMN, OFFSET_COLUMN, EMITTED_COLUMN
-                ).write.format("delta").mode("append").save(str(tombstone_path(self.lake_directory, schema)))
+                ).write.format("delta").mode("append").save(str(table.tombstones))
                 table.has_tombstones = True
         return result
 
@@ -275,4 +264,6 @@ class LakeWriter:
         table = self._tables.get((schema.keyspace, schema.table))
         if table is not None and table.has_tombstones:
             horizon = int(time.time() * 1000) - retention_s * 1000
-            table.tombstones.delete(F.col(EMITTED_COLUMN) < F.lit(horizon))
+            DeltaTable.forPath(self.spark, str(table.tombstones)).delete(
+                F.col(EMITTED_COLUMN) < F.lit(horizon)
+            )
