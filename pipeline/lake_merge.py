@@ -252,10 +252,12 @@ class LakeWriter:
             result.unapplied = max(0, totals["latest"] - result.inserted - result.updated - result.deleted)
             if totals["deletes"]:
                 # appended, not merged: the anti-join above only asks whether some tombstone of the key
-                # is newer than the change, so older or repeated tombstones are harmless until purged
+                # is newer than the change, so older or repeated tombstones are harmless until purged.
+                # One file a batch (a batch's deletes are few): each file is one more for auto compaction
+                # to rewrite and for every snapshot of the table to list
                 changes.where(F.col(_DELETED)).select(
                     KEY_COLUMN, PARTITION_COLUMN, OFFSET_COLUMN, EMITTED_COLUMN
-                ).write.format("delta").mode("append").save(str(table.tombstones))
+                ).coalesce(1).write.format("delta").mode("append").save(str(table.tombstones))
                 table.has_tombstones = True
         return result
 
