@@ -104,7 +104,12 @@ def latest_records(batch: DataFrame) -> DataFrame:
 
     Only these are parsed and pinned: the rest are superseded within the batch."""
     key = F.col("key").cast("string")
-    per_key = Window.partitionBy("topic", key).orderBy(F.col("partition").desc(), F.col("offset").desc())
+    # the window sorts by its partition columns first, and Spark's sort settles most comparisons on a
+    # 64-bit prefix of the first column alone: the topic's is the same for every row of a one-table batch,
+    # so each comparison fell through to the whole row. A hash of (topic, key) in front settles them
+    per_key = Window.partitionBy(F.xxhash64("topic", key), "topic", key).orderBy(
+        F.col("partition").desc(), F.col("offset").desc()
+    )
     whole = per_key.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     ranked = batch.select(
         "topic",
