@@ -214,11 +214,11 @@ def _positions_never_go_back(spark: Any, path: Path) -> int:
 
 
 def _compactions(spark: Any, path: Path) -> tuple[int, int]:
-    """(auto compactions, data files the MERGEs added) in a Delta table's history."""
+    """(auto compactions, data files the stream added) in a Delta table's history: the first micro-batch
+    creates the table with a WRITE, the later ones MERGE."""
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
-    added = sum(
-        int(r.operationMetrics.get("numTargetFilesAdded", 0)) for r in history if r.operation == "MERGE"
-    )
+    metric = {"MERGE": "numTargetFilesAdded", "WRITE": "numFiles"}
+    added = sum(int(r.operationMetrics.get(metric.get(r.operation, ""), 0)) for r in history)
     return sum(1 for r in history if r.operation == "OPTIMIZE"), added
 
 
