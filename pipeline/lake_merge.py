@@ -49,7 +49,8 @@ TOMBSTONE_FOLDER = "_cdc_tombstones"
 _DELETED = "_cdc_deleted"
 RECORDS_COLUMN = "_records"
 _MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
-#: rows per file of a table's first write (a 7-column table's million rows: some 40 MB of Parquet)
+#: rows per file when a table's first micro-batch creates it: a batch of up to this many is one file (Delta
+#: would compact several small ones at once), a larger one is written as several files in parallel
 FIRST_WRITE_ROWS_PER_FILE = 1_000_000
 
 
