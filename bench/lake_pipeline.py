@@ -264,7 +264,7 @@ Made with:
 | warm-up runs before it, in the same JVM (the same backlog on its own topic, each into a scratch lake; round 1 is a cold JVM) | {rounds or "none"} |
 | lake job, first offset to last commit | {summary.seconds:.1f} s |
 | **clean records per second into Delta** (after {len(warmups)} warm-up runs) | **{rate:,.0f}** |
-| rows inserted / updated / deleted by the MERGEs | {summary.inserted:,} / {summary.updated:,} / {summary.deleted:,} |
+| rows inserted / updated / deleted (the first micro-batch creates the table, the MERGEs after it) | {summary.inserted:,} / {summary.updated:,} / {summary.deleted:,} |
 | rows in the table at the end (live keys expected: {len(final):,}) | {rows:,} |
 | rows whose final version differs from the generator's | {wrong} |
 | rows by last op | {", ".join(f"{k} {v:,}" for k, v in sorted(ops.items()))} |
