@@ -238,7 +238,8 @@ class LakeWriter:
                 )
             table = self._table(schema)
             fresh = changes
-            if table.has_tombstones:  # a change older than a delete the lake already applied is stale
+            screened = table.has_tombstones
+            if screened:  # a change older than a delete the lake already applied is stale
                 known = self.spark.read.format("delta").load(str(table.tombstones))
                 fresh = changes.alias("s").join(
                     known.alias("t"),
@@ -249,9 +250,9 @@ class LakeWriter:
                 # nothing to match in a table that did not exist: every change that is not a delete is
                 # a row of it. Counted here only when no tombstone could have held a change back
                 result.inserted = (
-                    totals["latest"] - totals["deletes"]
-                    if fresh is changes
-                    else fresh.where(~F.col(_DELETED)).count()
+                    fresh.where(~F.col(_DELETED)).count()
+                    if screened
+                    else totals["latest"] - totals["deletes"]
                 )
             else:
                 result.inserted, result.updated, result.deleted = self._merge_into(table, fresh, schema)

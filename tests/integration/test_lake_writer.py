@@ -3,6 +3,7 @@ rows in one write, later ones MERGE, and a table another writer created meanwhil
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,18 @@ def test_a_table_another_writer_created_meanwhile_is_merged_into(spark: Any, tmp
     assert spark.read.format("delta").load(str(path)).count() == 2, "a key was written twice"
     operations = _operations(spark, path)
     assert operations[0] == "WRITE" and "MERGE" in operations[1:], operations
+
+
+def test_a_table_made_again_beside_its_tombstones_takes_no_change_older_than_a_delete(
+    spark: Any, tmp_path: Path
+) -> None:
+    schema = _schema()
+    path = lake_table_path(tmp_path, schema.keyspace, schema.table)
+    LakeWriter(spark, tmp_path).merge(_latest(spark, schema, [(5, 1, None)]), schema, 1)
+    shutil.rmtree(path)  # the lake table is gone, its tombstone table stays
+
+    older = [(3, 1, {"id": 1, "name": "gone", "qty": 3}), (4, 2, {"id": 2, "name": "two", "qty": 2})]
+    result = LakeWriter(spark, tmp_path).merge(_latest(spark, schema, older), schema, 2)
+    assert (result.inserted, result.unapplied) == (1, 1), result
+    assert _rows(spark, path) == {2: ("two", 2, 4)}, "key 1 was deleted at offset 5, after offset 3"
+    assert _operations(spark, path) == ["WRITE"]
