@@ -35,7 +35,6 @@ from pipeline.lake_schema import (
     OP_COLUMN,
     PARTITION_COLUMN,
     WRITE_TIME_COLUMN,
-    data_columns,
     json_struct,
     lake_columns,
     lake_struct,
@@ -255,7 +254,7 @@ class LakeWriter:
                     else totals["latest"] - totals["deletes"]
                 )
             else:
-                result.inserted, result.updated, result.deleted = self._merge_into(table, fresh, schema)
+                result.inserted, result.updated, result.deleted = self._merge_into(table, fresh)
             applied = result.inserted + result.updated + result.deleted
             result.unapplied = max(0, totals["latest"] - applied)
             if totals["deletes"]:
@@ -292,13 +291,10 @@ class LakeWriter:
         table.target = DeltaTable.forPath(self.spark, str(table.path))
         return True
 
-    def _merge_into(self, table: _TableState, fresh: DataFrame, schema: TableSchema) -> tuple[int, int, int]:
+    def _merge_into(self, table: _TableState, fresh: DataFrame) -> tuple[int, int, int]:
         """MERGE the changes into the table: (rows inserted, updated, deleted)."""
         assert table.target is not None
-        columns = [c.name for c in data_columns(schema)] + [
-            KEY_COLUMN, OP_COLUMN, WRITE_TIME_COLUMN, EMITTED_COLUMN, PARTITION_COLUMN, OFFSET_COLUMN,
-        ]  # fmt: skip
-        values = {f"`{c}`": f"s.`{c}`" for c in columns}
+        values = {f"`{f.name}`": f"s.`{f.name}`" for f in table.struct.fields}
         metrics = (
             table.target.alias("t")
             .merge(fresh.alias("s"), f"t.{KEY_COLUMN} = s.{KEY_COLUMN}")
