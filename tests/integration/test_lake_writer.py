@@ -13,7 +13,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 from agents.commitlog.schema_loader import load_schema_from_cql
 from agents.commitlog.table_schema import TableSchema
 from pipeline.lake_merge import LakeWriter, existing_table
-from pipeline.lake_schema import KEY_COLUMN, OFFSET_COLUMN, lake_struct, lake_table_path
+from pipeline.lake_schema import KEY_COLUMN, OFFSET_COLUMN, PARTITION_COLUMN, lake_struct, lake_table_path
 from schemas.change_codec import JsonChangeCodec
 from schemas.change_event import ChangeSource
 
@@ -21,7 +21,7 @@ _LATEST = StructType(
     [
         StructField(KEY_COLUMN, StringType()),
         StructField("value", BinaryType()),
-        StructField("_cdc_partition", IntegerType()),
+        StructField(PARTITION_COLUMN, IntegerType()),
         StructField(OFFSET_COLUMN, LongType()),
         StructField("_record_ms", LongType()),
     ]
