@@ -23,7 +23,6 @@ from typing import Any
 
 from agents.ack_tracker import AckTracker
 from agents.cdc_raw import CdcSegment, list_cdc_segments
-from agents.commitlog.digest import update_digest
 from agents.commitlog.errors import CommitLogError, MutationDecodeError
 from agents.commitlog.log_reader import SegmentDecoder, StopBeforeEntry
 from agents.health_server import HealthServer
@@ -33,7 +32,9 @@ from agents.publisher import RawPublisher
 from agents.quarantine import Problem, Quarantine
 from agents.schema_source import MissAction, SchemaSource
 from agents.stop_signal import wait_or_stop
-from cdc.config import AgentConfig, CdcConfig, ConfigError
+from cassandra_model.digest import update_digest
+from cassandra_model.errors import ModelError
+from runtime.config import AgentConfig, CdcConfig, ConfigError
 from schemas.raw_event import encode_raw_event, encode_raw_key, raw_event_record
 
 log = logging.getLogger(__name__)
@@ -201,7 +202,7 @@ class NodeAgent:
             )
         except FileNotFoundError:
             return
-        except CommitLogError as exc:
+        except (CommitLogError, ModelError) as exc:
             # the whole segment is unreadable (encrypted, unknown version, bad header): keep a copy
             self._quarantine(
                 segment, progress, [Problem(segment.path.name, exc.offset, None, "segment", exc.reason)]

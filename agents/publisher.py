@@ -32,8 +32,8 @@ from aiokafka.errors import (
 
 from agents.metrics import AgentMetrics
 from agents.stop_signal import wait_or_stop
-from cdc.config import KafkaConfig
-from cdc.kafka_topics import TopicSpec, ensure_topics
+from runtime.config import KafkaConfig
+from runtime.kafka_topics import TopicSpec, ensure_topics
 
 log = logging.getLogger(__name__)
 

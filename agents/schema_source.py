@@ -15,12 +15,13 @@ from enum import Enum
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 from cassandra.policies import WhiteListRoundRobinPolicy
 
-from agents.commitlog.errors import CommitLogError, MutationDecodeError, UnknownColumnError, UnknownTableError
-from agents.commitlog.schema_cql import table_to_cql
-from agents.commitlog.schema_loader import load_schema_from_session
-from agents.commitlog.table_schema import SchemaCatalog, TableSchema
+from agents.commitlog.errors import CommitLogError, MutationDecodeError, UnknownColumnError
 from agents.metrics import AgentMetrics
-from cdc.config import CassandraConfig
+from cassandra_model.errors import ModelError, UnknownTableError
+from cassandra_model.schema_cql import table_to_cql
+from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.table_schema import SchemaCatalog, TableSchema
+from runtime.config import CassandraConfig
 from schemas.schema_event import SchemaEvent, schema_event
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class SchemaSource:
             # Every keyspace, even with `keyspaces` set: a table the catalog lacks reads as "created after
             # the last load" and stalls reading for a reload; `captured` applies the keyspace filter.
             fresh = load_schema_from_session(session)
-        except CommitLogError as exc:
+        except (CommitLogError, ModelError) as exc:
             log.error("schema from Cassandra does not load: %s", exc)
             self.reachable = True
             return False

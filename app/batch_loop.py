@@ -28,17 +28,17 @@ from typing import Any, TypeVar
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from agents.commitlog.table_schema import TableSchema
 from app.change_processor import ChangeProcessor, CleanRecord
 from app.errors import TransactionFailed
 from app.partition_states import PartitionStates
 from app.raw_consumer import RawRecord
-from app.table_schemas import TableSchemas
 from app.transactional_sink import OpenTransaction, TransactionalSink
 from app.worker_stats import WorkerStats
-from cdc.kafka_topics import TopicSpec, ensure_topics
+from cassandra_model.table_schema import TableSchema
+from runtime.kafka_topics import TopicSpec, ensure_topics
 from schemas.raw_event import RawEventError, decode_raw_event, peek_raw_event
-from state.store_transaction import StateTransaction
+from schemas.schema_topic import TableSchemas
+from state.store.transaction import StateTransaction
 
 log = logging.getLogger(__name__)
 

@@ -17,15 +17,15 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from agents.commitlog.table_schema import TableSchema
 from app.worker_stats import WorkerStats
+from cassandra_model.table_schema import TableSchema
 from schemas.change_codec import ChangeCodec
 from schemas.change_event import ChangeSource, clean_topic_name
 from schemas.raw_event import RawEventHead, is_snapshot_source
 from state.change import RowChange
 from state.partition_state import ApplyResult, prepare_event
-from state.store_merge import expire_partition, merge_event
-from state.store_transaction import DueExpiry, StateTransaction
+from state.store.merge import expire_partition, merge_event
+from state.store.transaction import DueExpiry, StateTransaction
 from state.table_layout import layout_for
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,9 @@ from typing import Any
 from cassandra.util import Date
 from cassandra.util import Duration as DriverDuration
 
-from agents.commitlog.cql_types import CqlType, ListType, MapType, NativeType, SetType, TupleType, UserType
-from agents.commitlog.table_schema import ColumnSchema, TableSchema
-from state.value_serializer import serialize
+from cassandra_model.cql_types import CqlType, ListType, MapType, NativeType, SetType, TupleType, UserType
+from cassandra_model.table_schema import ColumnSchema, TableSchema
+from cassandra_model.value_serializer import serialize
 
 
 class PrimaryKeyError(ValueError):

@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from app.errors import RecoveryError
 from app.worker_stats import WorkerStats
-from state.partition_store import PartitionStore, StoreOptions
+from state.store.partition_store import PartitionStore, StoreOptions
 
 log = logging.getLogger(__name__)
 

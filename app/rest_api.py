@@ -17,9 +17,9 @@ import faust
 from faust.web import Request, Response, View
 from yarl import URL
 
-from agents.commitlog.table_schema import TableSchema
 from app.key_parser import parse_primary_key
-from cdc.key_partition import key_partition
+from app.key_partition import key_partition
+from cassandra_model.table_schema import TableSchema
 from schemas.change_codec import json_value_row
 from schemas.raw_event import encode_raw_key
 from state.cell_merge import Deletion

@@ -25,7 +25,7 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import RecordMetadata
 
 from app.errors import TransactionFailed
-from cdc.key_partition import key_partitions
+from app.key_partition import key_partitions
 
 log = logging.getLogger(__name__)
 

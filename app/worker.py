@@ -29,13 +29,13 @@ from app.owner_directory import OwnerDirectory
 from app.partition_states import PartitionStates, changelog_topic
 from app.raw_consumer import RawConsumer
 from app.rest_api import register_views
-from app.table_schemas import TableSchemas
 from app.transactional_sink import TransactionalSink
 from app.worker_stats import WorkerStats
-from cdc.config import CdcConfig, ConfigError, WorkerConfig
-from cdc.kafka_topics import TopicSpec, ensure_topics
+from runtime.config import CdcConfig, ConfigError, WorkerConfig
+from runtime.kafka_topics import TopicSpec, ensure_topics
 from schemas.change_codec import ChangeCodec, JsonChangeCodec
-from state.partition_store import StoreOptions
+from schemas.schema_topic import TableSchemas
+from state.store.partition_store import StoreOptions
 
 log = logging.getLogger(__name__)
 

@@ -54,8 +54,8 @@ sys.path.insert(0, str(REPO))
 import yaml  # noqa: E402
 
 from agents.cdc_raw import list_cdc_segments  # noqa: E402
-from cdc.config import AgentConfig, KafkaConfig  # noqa: E402
 from infra.settings import InfraSettings  # noqa: E402
+from runtime.config import AgentConfig, KafkaConfig  # noqa: E402
 
 ADDRESS = "127.0.2.1"
 JMX_PORT = 7601
@@ -784,7 +784,7 @@ class Bench:
 def import_rss_mb() -> float:
     """VmRSS of a fresh interpreter after importing what `cdc agent` imports (no agent work done)."""
     code = (
-        "import pathlib, agents.node_agent, cdc.cli, cdc.config, cdc.logs\n"
+        "import pathlib, agents.node_agent, cdc.cli, runtime.config, runtime.logs\n"
         "status = pathlib.Path('/proc/self/status').read_text().splitlines()\n"
         "print([line for line in status if line.startswith('VmRSS')][0])"
     )
@@ -952,8 +952,8 @@ def report(results: Results, args: argparse.Namespace, settings: InfraSettings, 
 def profile_agent(config: Path, out: Path) -> int:
     """Run the agent in this process under cProfile until SIGTERM; dump the stats to `out`."""
     from agents.node_agent import NodeAgent
-    from cdc.config import load_config
-    from cdc.logs import configure_logging
+    from runtime.config import load_config
+    from runtime.logs import configure_logging
 
     configure_logging(json_lines=True)
     agent = NodeAgent(load_config(config))

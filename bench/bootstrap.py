@@ -34,12 +34,12 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 from cassandra.cluster import Cluster  # noqa: E402
 from cassandra.concurrent import execute_concurrent_with_args  # noqa: E402
 
-from agents.commitlog.schema_loader import load_schema_from_session  # noqa: E402
-from cdc.config import CassandraConfig, CdcConfig, KafkaConfig, PipelineConfig  # noqa: E402
+from cassandra_model.schema_loader import load_schema_from_session  # noqa: E402
 from pipeline.bootstrap_job import bootstrap_table  # noqa: E402
 from pipeline.cassandra_scan import scan_table  # noqa: E402
 from pipeline.snapshot_events import table_events  # noqa: E402
 from pipeline.spark_session import build_spark_session  # noqa: E402
+from runtime.config import CassandraConfig, CdcConfig, KafkaConfig, PipelineConfig  # noqa: E402
 
 RAW_PARTITIONS = 12
 

@@ -31,11 +31,11 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from agents.commitlog.schema_loader import load_schema_from_cql
-from agents.commitlog.table_schema import TableSchema
-from cdc.config import CdcConfig, KafkaConfig, PipelineConfig
+from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.table_schema import TableSchema
 from infra.kafka import KafkaBroker, broker_spec
 from infra.settings import InfraSettings
+from runtime.config import CdcConfig, KafkaConfig, PipelineConfig
 from schemas.change_codec import JsonChangeCodec
 from schemas.change_event import ChangeSource, clean_topic_name
 from schemas.schema_event import schema_event

@@ -37,12 +37,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agents.commitlog.schema_loader import load_schema_from_cql  # noqa: E402
-from agents.commitlog.table_schema import TableSchema  # noqa: E402
+from cassandra_model.schema_loader import load_schema_from_cql  # noqa: E402
+from cassandra_model.table_schema import TableSchema  # noqa: E402
 from state.partition_state import prepare_event  # noqa: E402
-from state.partition_store import PartitionStore, StoreOptions  # noqa: E402
-from state.store_merge import merge_event  # noqa: E402
-from state.store_transaction import StateTransaction  # noqa: E402
+from state.store.merge import merge_event  # noqa: E402
+from state.store.partition_store import PartitionStore, StoreOptions  # noqa: E402
+from state.store.transaction import StateTransaction  # noqa: E402
 from state.table_layout import layout_for  # noqa: E402
 
 DDL = """CREATE TABLE bench.narrow (pk bigint, ck int, v1 int, v2 text, v3 bigint, PRIMARY KEY (pk, ck))

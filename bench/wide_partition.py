@@ -38,15 +38,15 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agents.commitlog.schema_loader import load_schema_from_cql  # noqa: E402
-from agents.commitlog.table_schema import TableSchema  # noqa: E402
 from app.batch_loop import SEND_EARLY_RECORDS  # noqa: E402
 from app.change_processor import ChangeProcessor, CleanRecord  # noqa: E402
 from app.worker_stats import WorkerStats  # noqa: E402
 from bench.state_store import cell, rss_mb  # noqa: E402
+from cassandra_model.schema_loader import load_schema_from_cql  # noqa: E402
+from cassandra_model.table_schema import TableSchema  # noqa: E402
 from schemas.change_codec import JsonChangeCodec  # noqa: E402
-from state.partition_store import PartitionStore, StoreOptions  # noqa: E402
-from state.store_transaction import StateTransaction  # noqa: E402
+from state.store.partition_store import PartitionStore, StoreOptions  # noqa: E402
+from state.store.transaction import StateTransaction  # noqa: E402
 
 DDL = """CREATE TABLE bench.wide (pk bigint, ck int, s text static, v1 int, v2 text, PRIMARY KEY (pk, ck))
     WITH ID = 5eb1a3c4-0000-4000-8000-000000000002"""

@@ -529,7 +529,7 @@ def worker_defaults(batch_max_events: int | None = None) -> str:
     """The worker settings that shape throughput and memory, as the config defaults give them."""
     from dataclasses import fields
 
-    from cdc.config import WorkerConfig
+    from runtime.config import WorkerConfig
 
     default = {f.name: f.default for f in fields(WorkerConfig)}
     if batch_max_events is not None:

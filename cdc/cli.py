@@ -11,9 +11,10 @@ from pathlib import Path
 from agents.commitlog.errors import CommitLogError
 from agents.errors import AgentError
 from app.errors import WorkerError
-from cdc.logs import configure_logging
+from cassandra_model.errors import ModelError
 from infra.errors import InfraError
 from pipeline.errors import PipelineError
+from runtime.logs import configure_logging
 
 
 def _infra_settings(args: argparse.Namespace):
@@ -74,7 +75,7 @@ def _cmd_segment_dump(args: argparse.Namespace) -> int:
 
 def _cmd_agent(args: argparse.Namespace) -> int:
     from agents.node_agent import run_agent
-    from cdc.config import load_config
+    from runtime.config import load_config
 
     config = load_config(args.config)
     configure_logging(verbose=args.verbose, json_lines=args.log_format == "json")
@@ -83,7 +84,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
 
 def _cmd_worker(args: argparse.Namespace) -> int:
     from app.worker import run_worker
-    from cdc.config import load_config
+    from runtime.config import load_config
 
     config = load_config(args.config)
     configure_logging(verbose=args.verbose, json_lines=args.log_format == "json")
@@ -94,7 +95,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     """`cdc pipeline JOB`: each job module has `run(config, args) -> exit code`."""
     import importlib
 
-    from cdc.config import ConfigError, load_config
+    from runtime.config import ConfigError, load_config
 
     config = load_config(args.config)
     if config.pipeline is None:
@@ -294,7 +295,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(verbose=args.verbose)
     try:
         return args.func(args)
-    except (InfraError, CommitLogError, AgentError, WorkerError, PipelineError, ValueError) as exc:
+    except (
+        InfraError,
+        CommitLogError,
+        ModelError,
+        AgentError,
+        WorkerError,
+        PipelineError,
+        ValueError,
+    ) as exc:
         print(f"cdc: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

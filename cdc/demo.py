@@ -38,13 +38,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
 
-from cdc.kafka_topics import TopicSpec, ensure_topics
-from cdc.service_process import ServiceProcess
 from infra.cassandra import CassandraNode
 from infra.errors import PortInUseError, ServiceStartError
 from infra.process import ManagedProcess, port_is_free
 from infra.settings import InfraSettings
 from infra.stack import LocalStack
+from runtime.kafka_topics import TopicSpec, ensure_topics
+from runtime.service_process import ServiceProcess
 from schemas.change_codec import JsonChangeCodec
 
 KEYSPACE = "demo"
@@ -790,7 +790,7 @@ def run_demo(
     if rows < 1 or rounds < 1:
         raise ValueError("--rows and --rounds must be at least 1")
     began = time.monotonic()
-    logging.getLogger("cdc.kafka_topics").setLevel(logging.WARNING)  # the demo says what it does itself
+    logging.getLogger("runtime.kafka_topics").setLevel(logging.WARNING)  # the demo says what it does itself
     stack = LocalStack(settings)
     stack.up(nodes=1)
     run = DemoRun(settings, stack, [n for n in stack.known_nodes() if n.is_running()])

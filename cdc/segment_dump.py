@@ -17,12 +17,13 @@ from typing import TextIO
 from agents.cdc_raw import list_cdc_segments
 from agents.commitlog.cdc_index import read_cdc_index
 from agents.commitlog.descriptor import parse_segment_name
-from agents.commitlog.digest import update_digest_hex
 from agents.commitlog.dump_format import render_update
 from agents.commitlog.errors import CommitLogError
 from agents.commitlog.log_reader import SegmentDecoder
-from agents.commitlog.schema_loader import load_schema_from_cql, load_schema_from_session
-from agents.commitlog.table_schema import SchemaCatalog
+from cassandra_model.digest import update_digest_hex
+from cassandra_model.errors import ModelError
+from cassandra_model.schema_loader import load_schema_from_cql, load_schema_from_session
+from cassandra_model.table_schema import SchemaCatalog
 
 
 @dataclass(slots=True, frozen=True)
@@ -96,7 +97,7 @@ def dump(
             ) as decoder:
                 for update in decoder:
                     out.write(json.dumps(render_update(update, digest=update_digest_hex(update))) + "\n")
-        except CommitLogError as exc:
+        except (CommitLogError, ModelError) as exc:
             problems += 1
             _report(
                 err,

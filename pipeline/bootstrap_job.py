@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
-from agents.commitlog.table_schema import TableSchema
-from cdc.config import CdcConfig
+from cassandra_model.table_schema import TableSchema
 from pipeline.cassandra_scan import scan_table
 from pipeline.errors import PipelineError, ServiceUnreachable
 from pipeline.snapshot_events import table_events
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
+from runtime.config import CdcConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -28,10 +28,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agents.commitlog.cql_types import CqlType, ListType, MapType, SetType, TupleType, UserType, VectorType
-from agents.commitlog.table_schema import TableSchema
-from cdc.config import CdcConfig
+from cassandra_model.cql_types import CqlType, ListType, MapType, SetType, TupleType, UserType, VectorType
+from cassandra_model.table_schema import TableSchema
 from pipeline.errors import PipelineError, ServiceUnreachable
+from runtime.config import CdcConfig
 
 if TYPE_CHECKING:
     from pyspark import RDD

@@ -20,14 +20,14 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from agents.commitlog.table_schema import TableSchema
-from cdc.config import CdcConfig, PipelineConfig
+from cassandra_model.table_schema import TableSchema
 from pipeline.errors import PipelineError
 from pipeline.kafka_source import BACKLOG_READ_OPTIONS
 from pipeline.lake_merge import RECORDS_COLUMN, BatchResult, LakeWriter, latest_records
 from pipeline.pinned_frame import pinned
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
+from runtime.config import CdcConfig, PipelineConfig
 from schemas.change_event import clean_topic_name
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from agents.commitlog.table_schema import TableSchema
+from cassandra_model.table_schema import TableSchema
 from pipeline.errors import PipelineError
 from pipeline.lake_schema import (
     EMITTED_COLUMN,

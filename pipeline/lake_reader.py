@@ -13,10 +13,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from agents.commitlog.table_schema import TableSchema
-from cdc.verify.oracle import key_text
+from cassandra_model.table_schema import TableSchema
 from pipeline.errors import PipelineError
 from pipeline.lake_schema import json_form_columns, normalize_json_form
+from schemas.driver_rows import key_text
 
 
 def lake_json(

@@ -61,7 +61,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from agents.commitlog.cql_types import (
+from cassandra_model.cql_types import (
     CqlType,
     CustomType,
     ListType,
@@ -71,8 +71,8 @@ from agents.commitlog.cql_types import (
     UserType,
     VectorType,
 )
-from agents.commitlog.cql_types import MapType as CqlMapType
-from agents.commitlog.table_schema import ColumnSchema, TableSchema
+from cassandra_model.cql_types import MapType as CqlMapType
+from cassandra_model.table_schema import ColumnSchema, TableSchema
 
 #: the lake's own columns, after the table's columns
 KEY_COLUMN = "_cdc_key"  # the clean topic's key (primary key as sorted JSON): what MERGE matches on

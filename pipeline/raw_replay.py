@@ -19,9 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.commitlog.table_schema import TableSchema
-from cdc.verify.oracle import key_text
+from cassandra_model.table_schema import TableSchema
 from schemas.change_codec import json_value_row
+from schemas.driver_rows import key_text
 from schemas.raw_event import RawEventError, decode_raw_event
 from state.change import expiry_changes
 from state.partition_state import PartitionState

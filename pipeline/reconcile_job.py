@@ -25,9 +25,7 @@ from typing import Any
 from pyspark import RDD
 from pyspark.sql import SparkSession
 
-from agents.commitlog.table_schema import TableSchema
-from cdc.config import CdcConfig
-from cdc.verify.oracle import driver_row_image, key_text
+from cassandra_model.table_schema import TableSchema
 from pipeline.cassandra_scan import scan_table
 from pipeline.errors import PipelineError
 from pipeline.lake_reader import image_of, lake_json
@@ -35,6 +33,8 @@ from pipeline.lake_schema import lake_table_path, normalize_json_form
 from pipeline.row_diff import TableDiff
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
+from runtime.config import CdcConfig
+from schemas.driver_rows import driver_row_image, key_text
 
 log = logging.getLogger(__name__)
 

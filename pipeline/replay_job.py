@@ -36,9 +36,7 @@ from pyspark import RDD, StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from agents.commitlog.table_schema import TableSchema
-from cdc.config import CdcConfig
-from cdc.verify.oracle import key_text
+from cassandra_model.table_schema import TableSchema
 from pipeline.errors import PipelineError, ServiceUnreachable
 from pipeline.kafka_source import BACKLOG_READ_OPTIONS
 from pipeline.lake_schema import (
@@ -58,7 +56,9 @@ from pipeline.raw_replay import clean_key_text, replay_encoded
 from pipeline.row_diff import TableDiff
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
+from runtime.config import CdcConfig
 from schemas.change_event import clean_topic_name
+from schemas.driver_rows import key_text
 from schemas.raw_event import RawEventError, decode_raw_key
 
 log = logging.getLogger(__name__)

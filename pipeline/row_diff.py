@@ -16,7 +16,7 @@ from bisect import insort
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.commitlog.table_schema import TableSchema
+from cassandra_model.table_schema import TableSchema
 
 #: lake bookkeeping columns, never part of a comparison
 META_PREFIX = "_cdc_"

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from agents.commitlog.cql_types import (
+from cassandra_model.clustering_order import value_encoder
+from cassandra_model.cql_types import (
     CqlType,
     CustomType,
     ListType,
@@ -51,22 +52,21 @@ from agents.commitlog.cql_types import (
     UserType,
     VectorType,
 )
-from agents.commitlog.digest import update_digest
-from agents.commitlog.partition_update import NO_DELETION_TIME, Cell, PartitionUpdate, Row
-from agents.commitlog.table_schema import ColumnSchema, TableSchema
+from cassandra_model.digest import update_digest
+from cassandra_model.partition_update import NO_DELETION_TIME, Cell, PartitionUpdate, Row
+from cassandra_model.table_schema import ColumnSchema, TableSchema
+from cassandra_model.value_serializer import serialize
 from pipeline.cassandra_scan import SCAN_TIME_KEY, ttl_key, write_time_key
 from pipeline.errors import PipelineError
 from schemas.raw_event import (
     SNAPSHOT_DESCRIPTOR_VERSION,
-    SNAPSHOT_LIST_PATH_TAIL,
     SNAPSHOT_NODE,
     SNAPSHOT_SEGMENT_ID,
     encode_raw_event,
     encode_raw_key,
     raw_event_record,
 )
-from state.clustering_order import value_encoder
-from state.value_serializer import serialize
+from state.snapshot_lists import SNAPSHOT_LIST_PATH_TAIL
 
 #: commit-log cell flags (as raw events keep them)
 EXPIRING = 0x02

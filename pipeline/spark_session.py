@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdc.config import PipelineConfig
 from infra.settings import InfraSettings
 from pipeline.errors import ConnectorJarsMissing, PipelineError
+from runtime.config import PipelineConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,6 +1,6 @@
 """The CDC tables as the agents published them on the schema topic: the jobs' source of table schemas.
 
-Spark jobs read the same compacted schema topic as the workers (``app.table_schemas``), so a lake table
+Spark jobs read the same compacted schema topic as the workers (``schemas.schema_topic``), so a lake table
 has exactly the columns the workers' images have, and no job needs Cassandra to learn a schema.
 """
 
@@ -11,11 +11,11 @@ from collections.abc import Iterable
 
 from aiokafka.errors import KafkaError
 
-from agents.commitlog.table_schema import TableSchema
-from app.errors import WorkerError
-from app.table_schemas import TableSchemas
-from cdc.config import KafkaConfig
+from cassandra_model.table_schema import TableSchema
 from pipeline.errors import PipelineError, ServiceUnreachable
+from runtime.config import KafkaConfig
+from schemas.schema_event import SchemaTopicError
+from schemas.schema_topic import TableSchemas
 
 
 async def _load(kafka: KafkaConfig) -> list[TableSchema]:
@@ -33,7 +33,7 @@ def load_table_schemas(kafka: KafkaConfig) -> dict[tuple[str, str], TableSchema]
     """(keyspace, table) -> newest schema of every CDC table on the schema topic."""
     try:
         tables = asyncio.run(_load(kafka))
-    except (KafkaError, OSError, WorkerError) as exc:
+    except (KafkaError, OSError, SchemaTopicError) as exc:
         raise ServiceUnreachable(
             f"cannot read the schema topic {kafka.schema_topic!r} from Kafka at {kafka.bootstrap_servers} "
             f"(config kafka.bootstrap_servers): {exc}"

@@ -85,7 +85,7 @@ from typing import Any, Protocol
 
 from fastavro import parse_schema, schemaless_reader
 
-from agents.commitlog.cql_types import (
+from cassandra_model.cql_types import (
     CqlTime,
     CqlType,
     CustomType,
@@ -97,7 +97,7 @@ from agents.commitlog.cql_types import (
     UserType,
     VectorType,
 )
-from agents.commitlog.table_schema import ColumnKind, ColumnSchema, TableSchema
+from cassandra_model.table_schema import ColumnKind, ColumnSchema, TableSchema
 from schemas import SCHEMA_DIR
 from schemas.change_event import (
     OPS,

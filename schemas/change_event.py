@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agents.commitlog.errors import ValueDecodeError
-from agents.commitlog.table_schema import TableSchema
+from cassandra_model.errors import ValueDecodeError
+from cassandra_model.table_schema import TableSchema
 from state.change import RowChange
 from state.row_image import RowImage, decode_row, primary_key
 

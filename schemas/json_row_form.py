@@ -15,9 +15,9 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from agents.commitlog.cql_types import CqlType, NativeType
-from agents.commitlog.partition_update import split_composite_key
-from agents.commitlog.table_schema import ColumnSchema, TableSchema
+from cassandra_model.cql_types import CqlType, NativeType
+from cassandra_model.partition_update import split_composite_key
+from cassandra_model.table_schema import ColumnSchema, TableSchema
 from state.row_image import RowImage, decode_column
 from state.table_layout import ColumnLayout, layout_for
 

@@ -18,6 +18,10 @@ class SchemaEventError(ValueError):
     """A schema-topic record that does not decode."""
 
 
+class SchemaTopicError(SchemaEventError):
+    """The schema topic cannot be read: it does not exist, or Kafka does not answer for it."""
+
+
 @dataclass(slots=True, frozen=True)
 class SchemaEvent:
     cluster: str

@@ -5,9 +5,9 @@ The merge core here is pure (no I/O): ``PartitionState.apply`` merges raw events
 images before and after into change events. Storage (RocksDB) wraps these later.
 """
 
+from cassandra_model.clustering_order import ClusteringKeyOrder, compare_values
 from state.cell_merge import Cell, Deletion, Liveness
 from state.change import RowChange, apply_with_changes, diff, expiry_changes, next_expiry
-from state.clustering_order import ClusteringKeyOrder, compare_values
 from state.errors import ClusteringValueError, CounterContextError, StateError
 from state.partition_state import ApplyResult, PartitionState
 from state.row_image import RowImage, cell_metadata, decode_row, partition_images, primary_key, row_image

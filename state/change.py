@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agents.commitlog.table_schema import TableSchema
+from cassandra_model.table_schema import TableSchema
 from state.partition_state import ApplyResult, PartitionState, PreparedEvent, prepare_event
 from state.row_image import (
     ColumnImage,

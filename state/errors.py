@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from cassandra_model.errors import ClusteringValueError
+
+__all__ = ["ClusteringValueError", "CounterContextError", "StateError", "StoreError"]
+
 
 class StateError(ValueError):
     """A raw event or value the merge core cannot apply (malformed, or for another partition)."""
-
-
-class ClusteringValueError(StateError):
-    """A clustering or collection-path value whose bytes do not fit its type: it has no place in the order."""
 
 
 class CounterContextError(StateError):

@@ -22,9 +22,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.commitlog.table_schema import TableSchema
-from state.cell_merge import Deletion, deletion_from_record
-from state.clustering_order import (
+from cassandra_model.clustering_order import (
     EXCL_END_BOUND,
     EXCL_END_INCL_START_BOUNDARY,
     EXCL_START_BOUND,
@@ -33,6 +31,8 @@ from state.clustering_order import (
     INCL_START_BOUND,
     ClusteringKeyOrder,
 )
+from cassandra_model.table_schema import TableSchema
+from state.cell_merge import Deletion, deletion_from_record
 from state.errors import StateError
 from state.range_tombstones import RangeTombstoneList
 from state.row_state import RowState

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agents.commitlog.partition_update import split_composite_key
-from agents.commitlog.table_schema import ColumnSchema, TableSchema
+from cassandra_model.partition_update import split_composite_key
+from cassandra_model.table_schema import ColumnSchema, TableSchema
 from state.cell_merge import TOMBSTONE, Cell, Liveness
 from state.counter_merge import counter_value
 from state.partition_state import PartitionState

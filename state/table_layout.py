@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agents.commitlog.cql_types import NATIVE_TYPES, CqlType, ListType, MapType, NativeType, SetType
-from agents.commitlog.table_schema import ColumnSchema, TableSchema
-from state.clustering_order import ClusteringKeyOrder, component_encoder, is_byte_identical
+from cassandra_model.clustering_order import ClusteringKeyOrder, component_encoder, is_byte_identical
+from cassandra_model.cql_types import NATIVE_TYPES, CqlType, ListType, MapType, NativeType, SetType
+from cassandra_model.table_schema import ColumnSchema, TableSchema
 
 PathKey = Callable[[bytes], bytes]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.commitlog.cql_types import (
+from cassandra_model.cql_types import (
     CqlType,
     ListType,
     MapType,
@@ -20,9 +20,9 @@ from agents.commitlog.cql_types import (
     UserType,
     to_json,
 )
-from agents.commitlog.digest import update_digest_hex
-from agents.commitlog.errors import ValueDecodeError
-from agents.commitlog.partition_update import (
+from cassandra_model.digest import update_digest_hex
+from cassandra_model.errors import ValueDecodeError
+from cassandra_model.partition_update import (
     Cell,
     DeletionTime,
     PartitionUpdate,

@@ -1,9 +1,13 @@
 """Errors raised by the commit-log decoder.
 
 Every error names the segment and the offset it concerns, so an operator can find the bytes again.
+Errors of the data model itself (a schema, a value, an unknown table id) are ``cassandra_model.errors``;
+``DECODE_ERRORS`` names both kinds for the places that count a mutation as undecodable.
 """
 
 from __future__ import annotations
+
+from cassandra_model.errors import UnknownTableError, ValueDecodeError, located
 
 
 class CommitLogError(Exception):
@@ -13,12 +17,7 @@ class CommitLogError(Exception):
         self.reason = reason
         self.segment = segment
         self.offset = offset
-        where = []
-        if segment is not None:
-            where.append(f"segment {segment}")
-        if offset is not None:
-            where.append(f"offset {offset}")
-        super().__init__(f"{', '.join(where)}: {reason}" if where else reason)
+        super().__init__(located(reason, segment, offset))
 
 
 class SegmentFormatError(CommitLogError):
@@ -41,21 +40,21 @@ class MutationDecodeError(CommitLogError):
     """The mutation bytes passed their CRC but do not decode against the known schema."""
 
 
-class UnknownTableError(MutationDecodeError):
-    """The mutation targets a table id the schema does not know; counted and reported, never fatal."""
-
-    def __init__(self, table_id: str, *, segment: str | None = None, offset: int | None = None) -> None:
-        self.table_id = table_id
-        super().__init__(f"unknown table id {table_id}", segment=segment, offset=offset)
-
-
-class SchemaError(CommitLogError):
-    """A table schema (from a node or a CQL file) is missing, malformed or contradictory."""
-
-
-class ValueDecodeError(MutationDecodeError):
-    """A stored value does not decode as its CQL type (raised lazily, when the value is asked for)."""
-
-
 class UnknownColumnError(MutationDecodeError):
     """A mutation names a column that the table's schema (current or dropped columns) does not have."""
+
+
+# A mutation that cannot be decoded: the decoder's own error, a value that does not decode, a table id not known.
+DECODE_ERRORS = (MutationDecodeError, ValueDecodeError, UnknownTableError)
+
+__all__ = [
+    "DECODE_ERRORS",
+    "CommitLogError",
+    "CorruptEntryError",
+    "CorruptSectionError",
+    "MutationDecodeError",
+    "SegmentFormatError",
+    "UnknownColumnError",
+    "UnknownTableError",
+    "UnsupportedSegmentError",
+]

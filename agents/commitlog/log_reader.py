@@ -17,16 +17,17 @@ from types import TracebackType
 
 from agents.commitlog.descriptor import SegmentDescriptor
 from agents.commitlog.errors import (
+    DECODE_ERRORS,
     MutationDecodeError,
     UnknownColumnError,
-    UnknownTableError,
     UnsupportedSegmentError,
 )
 from agents.commitlog.mutation_decoder import decode_mutation
-from agents.commitlog.partition_update import PartitionUpdate
-from agents.commitlog.schema_loader import SchemaChange, schema_changes
 from agents.commitlog.segment_reader import Damage, SegmentScan, Source, StopReason
-from agents.commitlog.table_schema import SchemaCatalog
+from cassandra_model.errors import UnknownTableError, ValueDecodeError
+from cassandra_model.partition_update import PartitionUpdate
+from cassandra_model.schema_loader import SchemaChange, schema_changes
+from cassandra_model.table_schema import SchemaCatalog
 
 
 class StopBeforeEntry(Exception):
@@ -36,7 +37,7 @@ class StopBeforeEntry(Exception):
     """
 
 
-SchemaMissHook = Callable[[MutationDecodeError], bool]
+SchemaMissHook = Callable[[UnknownTableError | UnknownColumnError], bool]
 
 
 @dataclass(slots=True)
@@ -46,7 +47,7 @@ class ReadStats:
     entries: int = 0
     updates: int = 0
     unknown_tables: Counter[uuid.UUID] = field(default_factory=Counter)
-    decode_errors: list[MutationDecodeError] = field(default_factory=list)
+    decode_errors: list[MutationDecodeError | ValueDecodeError] = field(default_factory=list)
     schema_changes: list[SchemaChange] = field(default_factory=list)
 
 
@@ -132,7 +133,7 @@ class SegmentDecoder:
             except UnknownTableError as exc:
                 self.stats.unknown_tables[uuid.UUID(str(exc.table_id))] += 1
                 updates = []
-            except MutationDecodeError as exc:
+            except DECODE_ERRORS as exc:
                 self.stats.decode_errors.append(exc)
                 updates = []
             for update in updates:

@@ -10,13 +10,10 @@ from __future__ import annotations
 import struct
 import uuid
 
-from agents.commitlog.cql_types import CqlType, read_unsigned_vint
-from agents.commitlog.errors import (
-    MutationDecodeError,
-    UnknownColumnError,
-    UnknownTableError,
-)
-from agents.commitlog.partition_update import (
+from agents.commitlog.errors import DECODE_ERRORS, MutationDecodeError, UnknownColumnError
+from cassandra_model.cql_types import CqlType, read_unsigned_vint
+from cassandra_model.errors import UnknownTableError
+from cassandra_model.partition_update import (
     NO_DELETION_TIME,
     BoundKind,
     Cell,
@@ -27,7 +24,7 @@ from agents.commitlog.partition_update import (
     RangeTombstoneBoundary,
     Row,
 )
-from agents.commitlog.table_schema import ColumnSchema, SchemaCatalog, TableSchema
+from cassandra_model.table_schema import ColumnSchema, SchemaCatalog, TableSchema
 
 TIMESTAMP_EPOCH = 1_442_880_000_000_000  # µs, 2015-09-22T00:00:00Z
 DELETION_TIME_EPOCH = 1_442_880_000  # s, the same instant
@@ -171,7 +168,7 @@ def decode_mutation(
         return updates
     except UnknownTableError:
         raise
-    except MutationDecodeError as exc:
+    except DECODE_ERRORS as exc:
         if exc.segment is not None or exc.offset is not None:
             raise
         where = _where(context, len(buf))

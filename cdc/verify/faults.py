@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cdc.service_process import ServiceProcess
 from infra.stack import LocalStack
+from runtime.service_process import ServiceProcess
 
 KINDS = ("agent", "worker", "broker", "node")
 

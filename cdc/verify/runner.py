@@ -29,23 +29,16 @@ from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.query import SimpleStatement
 
-from agents.commitlog.schema_loader import load_schema_from_session
-from agents.commitlog.table_schema import TableSchema
-from cdc.service_process import ServiceProcess, free_port
+from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.table_schema import TableSchema
 from cdc.verify.faults import FaultInjector, FaultPlan, Supervisor
-from cdc.verify.oracle import (
-    by_key,
-    chain_problems,
-    compare,
-    final_images,
-    key_text,
-    read_clean_topic,
-    select_rows,
-)
+from cdc.verify.oracle import by_key, chain_problems, compare, final_images, read_clean_topic, select_rows
 from cdc.verify.workload import Operation, Workload
 from infra.settings import InfraSettings
 from infra.stack import LocalStack
+from runtime.service_process import ServiceProcess, free_port
 from schemas.change_codec import JsonChangeCodec
+from schemas.driver_rows import key_text
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from aiokafka.partitioner import murmur2
 from cassandra.concurrent import execute_concurrent_with_args
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents.commitlog.schema_loader import load_schema_from_cql
-from cdc.service_process import ServiceProcess
+from cassandra_model.schema_loader import load_schema_from_cql
 from infra.cql import connect
+from runtime.service_process import ServiceProcess
 from schemas.raw_event import decode_raw_event, decode_raw_key
 from schemas.schema_event import SchemaEvent
 

@@ -26,9 +26,9 @@ from cassandra.query import PreparedStatement
 from cassandra.util import Duration as DriverDuration
 from cassandra.util import Time as DriverTime
 
-from agents.commitlog.cql_types import CqlTime, Duration, ListType, counter_shards
-from agents.commitlog.errors import ValueDecodeError
-from agents.commitlog.partition_update import (
+from cassandra_model.cql_types import CqlTime, Duration, ListType, counter_shards
+from cassandra_model.errors import ValueDecodeError
+from cassandra_model.partition_update import (
     NO_DELETION_TIME,
     BoundKind,
     Cell,

@@ -32,8 +32,8 @@ def session(cassandra_node: CassandraNode) -> Iterator[Any]:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One local[2] SparkSession (Delta and the Kafka connector loaded) shared by every pipeline test:
     a JVM start costs 10-20 s on this machine."""
-    from cdc.config import PipelineConfig
     from pipeline.spark_session import build_spark_session
+    from runtime.config import PipelineConfig
 
     config = PipelineConfig(lake_directory=tmp_path_factory.mktemp("lake"), shuffle_partitions=2)
     session = build_spark_session(config, "cdc-tests")

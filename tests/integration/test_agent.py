@@ -19,10 +19,10 @@ import pytest
 
 from agents.commitlog.cdc_index import read_cdc_index
 from agents.commitlog.log_reader import decode_segment
-from agents.commitlog.schema_loader import load_schema_from_cql, load_schema_from_session
-from agents.commitlog.table_schema import SchemaCatalog
-from cdc.service_process import environment_without_cdc_overrides
+from cassandra_model.schema_loader import load_schema_from_cql, load_schema_from_session
+from cassandra_model.table_schema import SchemaCatalog
 from infra.cassandra import CassandraNode
+from runtime.service_process import environment_without_cdc_overrides
 from schemas.schema_event import SchemaEvent
 from tests.integration.agent_harness import (
     AgentProcess,

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from agents.cdc_raw import list_cdc_segments
-from agents.commitlog.digest import update_digest
 from agents.commitlog.log_reader import decode_segment
-from agents.commitlog.partition_update import PartitionUpdate
-from agents.commitlog.schema_loader import load_schema_from_session
 from agents.commitlog.segment_reader import SegmentScan
+from cassandra_model.digest import update_digest
+from cassandra_model.partition_update import PartitionUpdate
+from cassandra_model.schema_loader import load_schema_from_session
 from infra.cassandra import CassandraNode, standalone_spec
 from infra.settings import InfraSettings
 from infra.stack import LocalStack

@@ -30,18 +30,18 @@ import pytest
 from cassandra import ConsistencyLevel
 
 from agents.cdc_raw import list_cdc_segments
-from agents.commitlog.cql_types import UserType
-from agents.commitlog.digest import update_digest
 from agents.commitlog.log_reader import decode_segment
-from agents.commitlog.schema_cql import table_to_cql
-from agents.commitlog.schema_loader import load_schema_from_session
-from agents.commitlog.table_schema import SchemaCatalog, TableSchema
+from cassandra_model.cql_types import UserType
+from cassandra_model.digest import update_digest
+from cassandra_model.schema_cql import table_to_cql
+from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.table_schema import SchemaCatalog, TableSchema
 from infra.cassandra import CassandraNode
 from schemas.raw_event import decode_raw_event, encode_raw_event, raw_event_record
 from state.partition_state import PartitionState
 from state.row_image import RowImage, cell_metadata, decode_row, partition_images
+from testkit.event_builder import NOW, EventBuilder
 from tests.integration.agent_harness import cql_session
-from tests.unit.state.event_builder import NOW, EventBuilder
 from tests.unit.state.merge_cases import CASES, Case, EventMaker, Op, table, ttl_of, with_key
 from tests.unit.state.support import shuffled_with_duplicates
 

@@ -12,8 +12,8 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from cdc.kafka_topics import TopicSpec, ensure_topics
 from cdc.verify.oracle import TopicNotStable, read_topic_records
+from runtime.kafka_topics import TopicSpec, ensure_topics
 from tests.integration.agent_harness import unique_name
 
 

@@ -19,15 +19,16 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
-from agents.commitlog.table_schema import TableSchema
-from cdc.config import CassandraConfig, CdcConfig, KafkaConfig, PipelineConfig
-from cdc.verify.oracle import CleanEvent, by_key, chain_problems, key_text, read_clean_topic, select_rows
+from cassandra_model.table_schema import TableSchema
+from cdc.verify.oracle import CleanEvent, by_key, chain_problems, read_clean_topic, select_rows
 from infra.cassandra import CassandraNode
 from pipeline import bootstrap_job
 from pipeline.cassandra_scan import scan_table
 from pipeline.snapshot_events import table_events
 from pipeline.table_catalog import load_table_schemas
+from runtime.config import CassandraConfig, CdcConfig, KafkaConfig, PipelineConfig
 from schemas.change_codec import JsonChangeCodec
+from schemas.driver_rows import key_text
 from schemas.raw_event import decode_raw_event, is_snapshot_source
 from tests.integration.agent_harness import RawTopic, new_agent, running_agents, unique_name, wait_until
 from tests.integration.worker_harness import WorkerProcess, group_lag, worker_config

@@ -26,9 +26,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 
-from agents.commitlog.schema_loader import load_schema_from_session
-from agents.commitlog.table_schema import TableSchema
-from cdc.config import CdcConfig, KafkaConfig, PipelineConfig
+from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import read_topic_records, select_rows
 from infra.cassandra import CassandraNode
 from pipeline.lake_job import LakeJob
@@ -40,6 +39,7 @@ from pipeline.lake_schema import (
     lake_table_path,
     normalize_json_form,
 )
+from runtime.config import CdcConfig, KafkaConfig, PipelineConfig
 from tests.integration.agent_harness import new_agent, running_agents, unique_name, wait_until
 from tests.integration.worker_harness import WorkerProcess, group_lag, worker_config
 

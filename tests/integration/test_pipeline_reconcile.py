@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from agents.commitlog.schema_loader import load_schema_from_session
-from agents.commitlog.table_schema import TableSchema
-from cdc.config import CassandraConfig, CdcConfig, PipelineConfig
+from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import select_rows
 from infra.cassandra import CassandraNode
 from pipeline.errors import ServiceUnreachable
 from pipeline.lake_schema import KEY_COLUMN, lake_table_path
 from pipeline.reconcile_job import ReconcileJob, write_report
 from pipeline.replay_job import write_lake_table
+from runtime.config import CassandraConfig, CdcConfig, PipelineConfig
 from tests.integration.agent_harness import unique_name
 
 

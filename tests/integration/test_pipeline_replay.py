@@ -21,9 +21,8 @@ import pytest
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 
-from agents.commitlog.schema_loader import load_schema_from_session
-from agents.commitlog.table_schema import TableSchema
-from cdc.config import CdcConfig, KafkaConfig, PipelineConfig
+from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import select_rows
 from infra.cassandra import CassandraNode
 from pipeline import replay_job
@@ -32,6 +31,7 @@ from pipeline.lake_schema import lake_table_path, normalize_json_form
 from pipeline.replay_job import ReplayJob
 from pipeline.row_diff import differing_columns
 from pipeline.table_catalog import load_table_schemas, select_tables
+from runtime.config import CdcConfig, KafkaConfig, PipelineConfig
 from tests.integration.agent_harness import unique_name, wait_until
 from tests.integration.worker_harness import (
     WorkerProcess,

@@ -25,12 +25,12 @@ from cassandra import ConsistencyLevel
 
 from agents.cdc_raw import CdcSegment, list_cdc_segments
 from agents.commitlog.compression import Codec
-from agents.commitlog.digest import update_digest_hex
 from agents.commitlog.dump_format import render_update
 from agents.commitlog.log_reader import SegmentDecoder, decode_segment
-from agents.commitlog.partition_update import PartitionUpdate, Row
-from agents.commitlog.schema_loader import SchemaChange, load_schema_from_session
-from agents.commitlog.table_schema import ClusteringOrder, ColumnKind, SchemaCatalog
+from cassandra_model.digest import update_digest_hex
+from cassandra_model.partition_update import PartitionUpdate, Row
+from cassandra_model.schema_loader import SchemaChange, load_schema_from_session
+from cassandra_model.table_schema import ClusteringOrder, ColumnKind, SchemaCatalog
 from infra.cassandra import CassandraNode
 from infra.cql import connect
 from tests.conftest import StandaloneFactory

@@ -26,8 +26,8 @@ import pytest
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 
-from agents.commitlog.schema_loader import load_schema_from_session
-from agents.commitlog.table_schema import TableSchema
+from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import by_key, chain_problems, compare, final_images, read_clean_topic, select_rows
 from infra.cassandra import CassandraNode
 from schemas.change_codec import AvroChangeCodec, ChangeCodec, JsonChangeCodec

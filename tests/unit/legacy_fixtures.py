@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents.commitlog.log_reader import decode_segment
-from agents.commitlog.partition_update import PartitionUpdate
-from agents.commitlog.schema_loader import load_schema_from_cql
-from agents.commitlog.table_schema import SchemaCatalog
+from cassandra_model.partition_update import PartitionUpdate
+from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.table_schema import SchemaCatalog
 
 
 def read_hash_txt(folder: Path) -> dict[str, str]:

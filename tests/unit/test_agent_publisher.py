@@ -16,7 +16,7 @@ from aiokafka.errors import OutOfOrderSequenceNumber
 import agents.publisher as publisher_module
 from agents.metrics import AgentMetrics
 from agents.publisher import RawPublisher
-from cdc.config import KafkaConfig
+from runtime.config import KafkaConfig
 
 
 class FakeProducer:

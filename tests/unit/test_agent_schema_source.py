@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 import agents.schema_source as schema_source_module
-from agents.commitlog.errors import UnknownTableError
-from agents.commitlog.schema_loader import load_schema_from_cql
-from agents.commitlog.table_schema import SchemaCatalog
 from agents.metrics import AgentMetrics
 from agents.schema_source import MissAction, SchemaSource
-from cdc.config import CassandraConfig
+from cassandra_model.errors import UnknownTableError
+from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.table_schema import SchemaCatalog
+from runtime.config import CassandraConfig
 
 CAPTURED = uuid.UUID("11111111-1111-1111-1111-111111111111")
 OTHER = uuid.UUID("22222222-2222-2222-2222-222222222222")

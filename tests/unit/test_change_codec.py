@@ -19,9 +19,9 @@ from cassandra.util import Duration as DriverDuration
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.validation import validate
 
-from agents.commitlog.cql_types import CqlTime, Duration
-from agents.commitlog.schema_loader import load_schema_from_cql
-from agents.commitlog.table_schema import TableSchema
+from cassandra_model.cql_types import CqlTime, Duration
+from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.table_schema import TableSchema
 from schemas.change_codec import (
     AvroChangeCodec,
     ChangeDecodingError,
@@ -39,7 +39,7 @@ from schemas.change_codec import (
 from schemas.change_event import ChangeSource, change_envelope, change_key
 from schemas.registry_client import InMemorySchemaRegistryClient, SchemaRegistryError
 from state import PartitionState, RowChange, apply_with_changes
-from tests.unit.state.event_builder import NOW, CounterShard, DeleteRow, EventBuilder, Operation, Raw, Write
+from testkit.event_builder import NOW, CounterShard, DeleteRow, EventBuilder, Operation, Raw, Write
 
 DDL = """
 CREATE TYPE ks.addr (street text, "Zip-Code" int, tags frozen<set<text>>);

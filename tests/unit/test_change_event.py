@@ -15,7 +15,7 @@ from schemas.change_event import (
     clean_topic_name,
 )
 from state import PartitionState, RowChange, apply_with_changes
-from tests.unit.state.event_builder import NOW, DeletePartition, DeleteRow, EventBuilder, Operation, Write
+from testkit.event_builder import NOW, DeletePartition, DeleteRow, EventBuilder, Operation, Write
 from tests.unit.state.support import table
 
 SCHEMA = table("kv")  # pk int, ck int, v int, w text, s int static, l list<int>, st set<int>, m map, a addr

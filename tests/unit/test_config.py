@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc.config import ConfigError, load_config, parse_size
+from runtime.config import ConfigError, load_config, parse_size
 
 MINIMAL = "agent:\n  cdc_raw_directory: /var/lib/cassandra/cdc_raw\n  state_directory: /var/lib/cdc-agent\n"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from fastavro import schemaless_reader, schemaless_writer
 
-from agents.commitlog.digest import update_digest
-from agents.commitlog.partition_update import PartitionUpdate
+from cassandra_model.digest import update_digest
+from cassandra_model.partition_update import PartitionUpdate
 from schemas import load_avro_schema
 from schemas.raw_event import (
     RawEventError,
@@ -20,8 +20,8 @@ from schemas.raw_event import (
     peek_raw_event,
     raw_event_record,
 )
+from testkit.event_builder import EventBuilder, Write
 from tests.unit.legacy_fixtures import decode_fixture
-from tests.unit.state.event_builder import EventBuilder, Write
 from tests.unit.state.support import table
 
 

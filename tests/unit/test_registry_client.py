@@ -17,8 +17,8 @@ from schemas.registry_client import (
     SchemaRegistryError,
 )
 from state import PartitionState, apply_with_changes
+from testkit.event_builder import NOW, EventBuilder, Write
 from tests.schema_registry_stub import RegistryState, running_registry
-from tests.unit.state.event_builder import NOW, EventBuilder, Write
 from tests.unit.state.support import table
 
 SCHEMA = '{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}'

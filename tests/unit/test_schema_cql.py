@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from agents.commitlog.schema_cql import catalog_from_cql, table_to_cql
-from agents.commitlog.schema_loader import load_schema_from_cql
-from agents.commitlog.table_schema import TableSchema
+from cassandra_model.schema_cql import catalog_from_cql, table_to_cql
+from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.table_schema import TableSchema
 
 DDL = """
 CREATE TYPE shop.address (street text, "Zip" int);

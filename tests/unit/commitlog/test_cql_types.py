@@ -20,7 +20,7 @@ from cassandra import cqltypes as driver
 from cassandra import util as driver_util
 from cassandra.marshal import uvint_pack, vints_pack
 
-from agents.commitlog.cql_types import (
+from cassandra_model.cql_types import (
     NATIVE_TYPES,
     CqlTime,
     CqlType,
@@ -39,8 +39,8 @@ from agents.commitlog.cql_types import (
     read_unsigned_vint,
     to_json,
 )
-from agents.commitlog.errors import SchemaError, ValueDecodeError
-from agents.commitlog.table_schema import UdtRegistry
+from cassandra_model.errors import SchemaError, ValueDecodeError
+from cassandra_model.table_schema import UdtRegistry
 
 _DRIVER_NATIVE = {
     "ascii": "AsciiType",

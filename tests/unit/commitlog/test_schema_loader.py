@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from agents.commitlog.cql_types import NATIVE_TYPES, parse_cql_type
-from agents.commitlog.errors import SchemaError, UnknownTableError
-from agents.commitlog.partition_update import (
+from cassandra_model.cql_types import NATIVE_TYPES, parse_cql_type
+from cassandra_model.errors import SchemaError, UnknownTableError
+from cassandra_model.partition_update import (
     BoundKind,
     DeletionTime,
     PartitionUpdate,
     RangeTombstoneBound,
     Row,
 )
-from agents.commitlog.schema_loader import (
+from cassandra_model.schema_loader import (
     SchemaChange,
     load_schema_from_cql,
     load_schema_from_session,
@@ -27,7 +27,7 @@ from agents.commitlog.schema_loader import (
     system_schema_tables,
     system_table_id,
 )
-from agents.commitlog.table_schema import (
+from cassandra_model.table_schema import (
     ClusteringOrder,
     ColumnKind,
     ColumnSchema,

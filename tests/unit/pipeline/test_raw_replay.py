@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 
-from agents.commitlog.schema_loader import load_schema_from_cql
-from agents.commitlog.table_schema import TableSchema
-from cdc.verify.oracle import key_text
+from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.table_schema import TableSchema
 from pipeline.raw_replay import (
     PartitionReplay,
     clean_key_text,
@@ -29,9 +28,10 @@ from pipeline.raw_replay import (
 from pipeline.replay_job import _clean_record, _lake_row
 from schemas.change_codec import JsonChangeCodec, json_value_row
 from schemas.change_event import change_key
+from schemas.driver_rows import key_text
 from schemas.raw_event import RawEventError, decode_raw_event, encode_raw_event
 from state.row_image import RowImage, decode_row, partition_images
-from tests.unit.state.event_builder import (
+from testkit.event_builder import (
     NOW,
     AddElements,
     DeleteColumns,

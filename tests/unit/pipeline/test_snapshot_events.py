@@ -11,11 +11,9 @@ from typing import Any
 
 import pytest
 
-from agents.commitlog.cql_types import NATIVE_TYPES, VectorType
-from agents.commitlog.schema_loader import load_schema_from_cql
-from agents.commitlog.table_schema import TableSchema
-from cdc.config import CdcConfig
-from cdc.verify.oracle import driver_value
+from cassandra_model.cql_types import NATIVE_TYPES, VectorType
+from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.table_schema import TableSchema
 from pipeline.cassandra_scan import (
     MAX_TOKEN,
     MIN_TOKEN,
@@ -28,18 +26,19 @@ from pipeline.cassandra_scan import (
 )
 from pipeline.errors import PipelineError
 from pipeline.snapshot_events import partition_updates, serialize_value, snapshot_event, table_events
+from runtime.config import CdcConfig
 from schemas.change_event import ChangeSource, change_envelope
+from schemas.driver_rows import driver_value
 from schemas.raw_event import (
     decode_raw_event,
     decode_raw_key,
-    is_snapshot_list_path,
     is_snapshot_source,
     peek_raw_event,
 )
 from state.change import apply_prepared_with_changes, apply_with_changes
 from state.partition_state import PartitionState, prepare_event
 from state.row_image import RowImage, decode_row, regular_image, static_columns
-from state.snapshot_lists import adopt_snapshot_list_paths, drop_known_list_elements
+from state.snapshot_lists import adopt_snapshot_list_paths, drop_known_list_elements, is_snapshot_list_path
 from state.table_layout import layout_for
 
 DDL = """

@@ -18,15 +18,14 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from agents.commitlog.cql_types import ListType
-from agents.commitlog.schema_loader import load_schema_from_cql
-from agents.commitlog.table_schema import TableSchema
+from cassandra_model.cql_types import ListType
+from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.table_schema import TableSchema
+from cassandra_model.value_serializer import serialize
 from state.cell_merge import Cell
 from state.partition_state import PartitionState
 from state.row_image import decode_row, partition_images
-from state.value_serializer import serialize
-from tests.unit.state import support
-from tests.unit.state.event_builder import (
+from testkit.event_builder import (
     EXCL_END,
     EXCL_END_INCL_START,
     INCL_END,
@@ -49,6 +48,7 @@ from tests.unit.state.event_builder import (
     _where,
     timeuuid_path,
 )
+from tests.unit.state import support
 
 # tables of these cases besides support's (kv, two, desc1, cnt, single, readd, dec)
 _DDL = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from tests.unit.state.event_builder import (
+from testkit.event_builder import (
     NOW,
     AddElements,
     DeleteColumns,

@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from agents.commitlog.cql_types import ListType
-from agents.commitlog.table_schema import ClusteringOrder, TableSchema
+from cassandra_model.cql_types import ListType
+from cassandra_model.table_schema import ClusteringOrder, TableSchema
 
 INT_MAX = 2**31 - 1
 MISSING = -(2**70)

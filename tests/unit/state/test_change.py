@@ -7,7 +7,7 @@ from typing import Any
 from state.change import apply_with_changes, expiry_changes, next_expiry
 from state.partition_state import PartitionState
 from state.row_image import cell_metadata, decode_row, row_image
-from tests.unit.state.event_builder import (
+from testkit.event_builder import (
     NOW,
     DeletePartition,
     DeleteRange,

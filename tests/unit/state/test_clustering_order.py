@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from agents.commitlog.cql_types import parse_cql_type
-from agents.commitlog.table_schema import UdtRegistry
-from state.clustering_order import ClusteringKeyOrder, compare_values, is_byte_identical
+from cassandra_model.clustering_order import ClusteringKeyOrder, compare_values, is_byte_identical
+from cassandra_model.cql_types import parse_cql_type
+from cassandra_model.table_schema import UdtRegistry
 from state.errors import ClusteringValueError
-from tests.unit.state.event_builder import (
+from testkit.event_builder import (
     EXCL_END,
     EXCL_END_INCL_START,
     EXCL_START,

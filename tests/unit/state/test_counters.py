@@ -15,7 +15,7 @@ from state.counter_merge import (
     reconcile_counter,
 )
 from state.errors import CounterContextError
-from tests.unit.state.event_builder import (
+from testkit.event_builder import (
     CounterShard,
     DeleteColumns,
     DeleteRow,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agents.commitlog.digest import update_digest
-from agents.commitlog.table_schema import TableSchema
+from cassandra_model.digest import update_digest
+from cassandra_model.table_schema import TableSchema
 from schemas.raw_event import decode_raw_event, encode_raw_event, raw_event_record
 from state.partition_state import PartitionState
 from state.row_image import decode_row, partition_images

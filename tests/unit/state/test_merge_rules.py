@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from tests.unit.state.event_builder import (
+from testkit.event_builder import (
     EXCL_END_INCL_START,
     INCL_END,
     INCL_START,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from state import ClusteringValueError, PartitionState, StateError, clustering_key, decode_row, row_image
-from tests.unit.state.event_builder import (
+from testkit.event_builder import (
     NOW,
     DeletePartition,
     DeleteRange,

@@ -17,21 +17,21 @@ from typing import Any
 
 import pytest
 
-from agents.commitlog.table_schema import TableSchema
+from cassandra_model.table_schema import TableSchema
 from state.cell_merge import NO_DELETION_TIME, Cell, Liveness
 from state.change import RowChange, apply_with_changes, expiry_changes
 from state.errors import StoreError
 from state.partition_state import PartitionState, prepare_event
-from state.partition_store import PartitionStore, StoreOptions
 from state.range_tombstones import RangeTombstoneList
-from state.recent_digests import RecentDigests
 from state.row_state import RowState
-from state.store_codec import stored_due
-from state.store_keys import due_key, meta_key, pack_u64, parse_row_key
-from state.store_merge import CHUNK_ROWS, expire_partition, merge_event
-from state.store_transaction import DueExpiry, StateTransaction
+from state.store.codec import stored_due
+from state.store.keys import due_key, meta_key, pack_u64, parse_row_key
+from state.store.merge import CHUNK_ROWS, expire_partition, merge_event
+from state.store.partition_store import PartitionStore, StoreOptions
+from state.store.recent_digests import RecentDigests
+from state.store.transaction import DueExpiry, StateTransaction
 from state.table_layout import clustering_key, layout_for
-from tests.unit.state.event_builder import (
+from testkit.event_builder import (
     NOW,
     DeletePartition,
     DeleteRange,

@@ -18,7 +18,7 @@ from state.change import apply_with_changes
 from state.partition_state import PartitionState
 from state.row_image import partition_images
 from state.table_layout import layout_for
-from tests.unit.state.event_builder import NOW
+from testkit.event_builder import NOW
 from tests.unit.state.random_history import SCHEMA, random_history
 from tests.unit.state.reference_model import ReferenceModel
 from tests.unit.state.support import merged, shuffled_with_duplicates, visible_raw

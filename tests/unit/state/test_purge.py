@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tests.unit.state.event_builder import NOW, DeleteRange, DeleteRow, EventBuilder, Write
+from testkit.event_builder import NOW, DeleteRange, DeleteRow, EventBuilder, Write
 from tests.unit.state.random_history import SCHEMA as PROP_SCHEMA
 from tests.unit.state.random_history import random_history
 from tests.unit.state.support import decoded_rows, merged, table

@@ -11,7 +11,7 @@ from state.cell_merge import EXPIRED_LIVENESS_TTL, NO_DELETION_TIME, Cell, Delet
 from state.errors import StoreError
 from state.partition_state import PartitionState
 from state.row_state import RowState
-from state.store_codec import (
+from state.store.codec import (
     VERSION,
     decode_header_value,
     decode_row_value,
@@ -19,7 +19,7 @@ from state.store_codec import (
     encode_row_value,
     stored_due,
 )
-from tests.unit.state.event_builder import NOW, AddElements, CounterShard, EventBuilder, SetField, Write
+from testkit.event_builder import NOW, AddElements, CounterShard, EventBuilder, SetField, Write
 from tests.unit.state.random_history import SCHEMA as PROP
 from tests.unit.state.random_history import random_history
 from tests.unit.state.support import merged, shuffled_with_duplicates, table

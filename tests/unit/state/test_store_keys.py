@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from state.errors import StoreError
-from state.store_keys import (
+from state.store.keys import (
     digest_age_key,
     digest_age_until,
     due_key,

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Iterator, Sequence
 
-from agents.commitlog.table_schema import TableSchema
+from cassandra_model.table_schema import TableSchema
 from state.change import RowChange, apply_prepared_with_changes, expiry_changes
 from state.partition_state import ApplyResult, PartitionState, PreparedEvent
 from state.partition_sweep import PartitionSide, RowSweep
 from state.row_image import row_exists, same_columns, static_columns
 from state.row_state import RowState
 from state.snapshot_lists import adopt_snapshot_list_paths, drop_known_list_elements
-from state.store_transaction import DueExpiry, StateTransaction
+from state.store.transaction import DueExpiry, StateTransaction
 from state.table_layout import TableLayout, layout_for
 
 #: rows swept per chunk of changes

@@ -12,8 +12,8 @@ from typing import Any
 
 from cassandra.cqltypes import lookup_casstype
 
-from agents.commitlog.cql_types import CqlType, ListType, MapType, NativeType, SetType, TupleType, UserType
-from state.clustering_order import value_encoder
+from cassandra_model.clustering_order import value_encoder
+from cassandra_model.cql_types import CqlType, ListType, MapType, NativeType, SetType, TupleType, UserType
 
 _DRIVER_TYPES = {
     "ascii": "AsciiType",

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agents.commitlog.errors import SchemaError, ValueDecodeError
+from cassandra_model.errors import SchemaError, ValueDecodeError
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

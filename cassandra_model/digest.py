@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Protocol
 
-from agents.commitlog.partition_update import (
+from cassandra_model.partition_update import (
     DeletionTime,
     PartitionUpdate,
     RangeTombstoneBound,

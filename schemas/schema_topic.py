@@ -15,11 +15,10 @@ import uuid
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from agents.commitlog.errors import SchemaError
-from agents.commitlog.schema_loader import load_schema_from_cql
-from agents.commitlog.table_schema import TableSchema
-from app.errors import WorkerError
-from schemas.schema_event import SchemaEvent, SchemaEventError
+from cassandra_model.errors import SchemaError
+from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.table_schema import TableSchema
+from schemas.schema_event import SchemaEvent, SchemaEventError, SchemaTopicError
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +86,7 @@ class TableSchemas:
                 return [TopicPartition(self.topic, p) for p in sorted(found)]
             await consumer._client.force_metadata_update()
             await asyncio.sleep(0.2)
-        raise WorkerError(
+        raise SchemaTopicError(
             f"schema topic {self.topic} does not exist at {self.bootstrap_servers}: start an agent first "
             "(it creates the topic and publishes the table schemas), or check kafka.schema_topic"
         )

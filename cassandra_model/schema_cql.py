@@ -6,8 +6,8 @@ the same parser users give their DDL files to, so there is one reader of table d
 
 from __future__ import annotations
 
-from agents.commitlog.cql_types import CqlType, ListType, MapType, SetType, TupleType, UserType, VectorType
-from agents.commitlog.table_schema import ClusteringOrder, ColumnKind, SchemaCatalog, TableSchema
+from cassandra_model.cql_types import CqlType, ListType, MapType, SetType, TupleType, UserType, VectorType
+from cassandra_model.table_schema import ClusteringOrder, ColumnKind, SchemaCatalog, TableSchema
 
 
 def quote(name: str) -> str:
@@ -87,7 +87,7 @@ def table_to_cql(table: TableSchema) -> str:
 
 def catalog_from_cql(texts: list[str]) -> SchemaCatalog:
     """A catalog from several tables' DDL (user types may repeat across them)."""
-    from agents.commitlog.schema_loader import load_schema_from_cql
+    from cassandra_model.schema_loader import load_schema_from_cql
 
     catalog = SchemaCatalog()
     for text in texts:

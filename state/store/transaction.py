@@ -33,19 +33,19 @@ from typing import TYPE_CHECKING
 
 from rocksdict import ReadOptions
 
-from agents.commitlog.table_schema import TableSchema
+from cassandra_model.table_schema import TableSchema
 from state.errors import StoreError
 from state.partition_state import PartitionState, PreparedEvent
 from state.row_image import row_exists, static_columns
 from state.row_state import RowState
-from state.store_codec import (
+from state.store.codec import (
     decode_header_value,
     decode_row_value,
     encode_header_value,
     encode_row_value,
     stored_due,
 )
-from state.store_keys import (
+from state.store.keys import (
     DIGEST_AGE,
     DUE,
     ROW,
@@ -66,7 +66,7 @@ from state.store_keys import (
 from state.table_layout import TableLayout, layout_for
 
 if TYPE_CHECKING:
-    from state.partition_store import PartitionStore
+    from state.store.partition_store import PartitionStore
 
 _ROW_KIND = ROW[0]
 _DUE_KIND = DUE[0]

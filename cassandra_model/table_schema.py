@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agents.commitlog.cql_types import CqlType, NativeType, UserType, parse_cql_type
-from agents.commitlog.errors import SchemaError, UnknownTableError
+from cassandra_model.cql_types import CqlType, NativeType, UserType, parse_cql_type
+from cassandra_model.errors import SchemaError, UnknownTableError
 
 
 class ColumnKind(StrEnum):

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.commitlog.cql_types import CqlType, parse_cql_type
-from agents.commitlog.errors import SchemaError
-from agents.commitlog.partition_update import PartitionUpdate, split_composite_key
-from agents.commitlog.table_schema import (
+from cassandra_model.cql_types import CqlType, parse_cql_type
+from cassandra_model.errors import SchemaError
+from cassandra_model.partition_update import PartitionUpdate, split_composite_key
+from cassandra_model.table_schema import (
     ClusteringOrder,
     ColumnKind,
     ColumnSchema,

@@ -20,7 +20,7 @@ from typing import Any
 
 from cassandra.encoder import Encoder
 
-from agents.commitlog.cql_types import (
+from cassandra_model.cql_types import (
     CqlType,
     ListType,
     MapType,
@@ -28,9 +28,9 @@ from agents.commitlog.cql_types import (
     TupleType,
     UserType,
 )
-from agents.commitlog.table_schema import ClusteringOrder, ColumnSchema, TableSchema
+from cassandra_model.table_schema import ClusteringOrder, ColumnSchema, TableSchema
+from cassandra_model.value_serializer import SerializedValue, serialize
 from schemas.raw_event import RAW_FORMAT, decode_raw_event, encode_raw_event
-from state.value_serializer import SerializedValue, serialize
 
 NOW = 1_700_000_000
 NO_DELETION_TIME = 2**31 - 1

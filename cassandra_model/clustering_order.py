@@ -44,7 +44,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 
-from agents.commitlog.cql_types import (
+from cassandra_model.cql_types import (
     CqlType,
     CustomType,
     ListType,
@@ -57,8 +57,8 @@ from agents.commitlog.cql_types import (
     read_sized_element,
     read_unsigned_vint,
 )
-from agents.commitlog.table_schema import ClusteringOrder, TableSchema
-from state.errors import ClusteringValueError
+from cassandra_model.errors import ClusteringValueError
+from cassandra_model.table_schema import ClusteringOrder, TableSchema
 
 #: component markers
 NULL = b"\x10"
@@ -70,7 +70,7 @@ BEFORE = b"\x08"
 ROW_END = b"\x20"
 AFTER = b"\x30"
 
-#: ClusteringPrefix.Kind ordinals of range tombstone markers (see agents.commitlog.partition_update)
+#: ClusteringPrefix.Kind ordinals of range tombstone markers (see cassandra_model.partition_update)
 EXCL_END_BOUND = 0
 INCL_START_BOUND = 1
 EXCL_END_INCL_START_BOUNDARY = 2

@@ -34,9 +34,8 @@ from rocksdict import (
 
 from state.errors import StoreError
 from state.partition_state import PartitionState
-from state.recent_digests import RecentDigests
-from state.store_codec import decode_header_value, decode_row_value
-from state.store_keys import (
+from state.store.codec import decode_header_value, decode_row_value
+from state.store.keys import (
     DIGEST,
     ROW,
     header_key,
@@ -47,7 +46,8 @@ from state.store_keys import (
     row_prefix,
     unpack_u64,
 )
-from state.store_transaction import StateTransaction
+from state.store.recent_digests import RecentDigests
+from state.store.transaction import StateTransaction
 
 MiB = 1024 * 1024
 #: layout version of the whole store (keys and meta); store_codec versions the values

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from agents.commitlog.cql_types import CqlType
-from agents.commitlog.errors import ValueDecodeError
-from agents.commitlog.table_schema import ColumnSchema, TableSchema
+from cassandra_model.cql_types import CqlType
+from cassandra_model.errors import ValueDecodeError
+from cassandra_model.table_schema import ColumnSchema, TableSchema
 
 #: Integer.MAX_VALUE: the local deletion time of something that is not deleted (4.x)
 NO_DELETION_TIME = 2**31 - 1
