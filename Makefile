@@ -27,6 +27,7 @@ soak: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 clean:
 	-$(BIN)/cdc infra down
