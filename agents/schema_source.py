@@ -19,7 +19,7 @@ from agents.commitlog.errors import CommitLogError, MutationDecodeError, Unknown
 from agents.metrics import AgentMetrics
 from cassandra_model.errors import ModelError, UnknownTableError
 from cassandra_model.schema_cql import table_to_cql
-from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import SchemaCatalog, TableSchema
 from runtime.config import CassandraConfig
 from schemas.schema_event import SchemaEvent, schema_event

@@ -4,7 +4,9 @@ Values follow the JSON mapping of the clean topics (schemas/change_codec.py): nu
 floating types, strings for text, uuid, inet, decimal and varint, epoch milliseconds for timestamps, days
 since the epoch for dates, nanoseconds for time, base64 for blobs, `{months, days, nanos}` for durations,
 arrays and objects for frozen collections, tuples and UDTs. For people typing a key, ISO-8601 timestamps
-and dates and `0x…` hex blobs are accepted too.
+and dates and `0x…` hex blobs are accepted too. Each type reads the shape of its JSON
+(``CqlType.from_event_json``); native values are read here, into what cassandra-driver serializes (its
+``Date``, its ``Duration``), which the model below may not import.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import binascii
 import datetime as dt
 import decimal
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from cassandra.util import Date
 from cassandra.util import Duration as DriverDuration
 
-from cassandra_model.cql_types import CqlType, ListType, MapType, NativeType, SetType, TupleType, UserType
+from cassandra_model.cql_types import NativeType, every_native
 from cassandra_model.table_schema import ColumnSchema, TableSchema
 from cassandra_model.value_serializer import serialize
 
@@ -28,59 +31,81 @@ class PrimaryKeyError(ValueError):
     """A primary key given over REST that does not fit the table."""
 
 
-def _native(name: str, value: Any) -> Any:
-    if name in ("uuid", "timeuuid"):
-        return uuid.UUID(str(value))
-    if name == "timestamp":
-        if isinstance(value, int):
-            return dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC)
-        return dt.datetime.fromisoformat(str(value))
-    if name == "date":
-        if isinstance(value, int):
-            return Date(value)
-        return dt.date.fromisoformat(str(value))
-    if name == "blob":
-        text = str(value)
-        return bytes.fromhex(text[2:]) if text.startswith("0x") else base64.b64decode(text, validate=True)
-    if name == "duration":
-        return DriverDuration(value["months"], value["days"], value["nanos"])
-    if name in ("float", "double") and isinstance(value, str):
-        return float(value)  # NaN and the infinities are strings in JSON
-    if name == "decimal":
-        return decimal.Decimal(str(value))
-    if name in ("varint", "bigint", "int", "smallint", "tinyint", "counter", "time"):
-        return int(value)
-    if name in ("float", "double"):
-        return float(value)
+def _uuid(value: Any) -> uuid.UUID:
+    return uuid.UUID(str(value))
+
+
+def _timestamp(value: Any) -> dt.datetime:
+    if isinstance(value, int):
+        return dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC)
+    return dt.datetime.fromisoformat(str(value))
+
+
+def _date(value: Any) -> Any:
+    if isinstance(value, int):
+        return Date(value)
+    return dt.date.fromisoformat(str(value))
+
+
+def _blob(value: Any) -> bytes:
+    text = str(value)
+    return bytes.fromhex(text[2:]) if text.startswith("0x") else base64.b64decode(text, validate=True)
+
+
+def _duration(value: Any) -> DriverDuration:
+    return DriverDuration(value["months"], value["days"], value["nanos"])
+
+
+def _decimal(value: Any) -> decimal.Decimal:
+    return decimal.Decimal(str(value))
+
+
+def _as_is(value: Any) -> Any:
     return value
 
 
-def python_value(t: CqlType, value: Any) -> Any:
-    """The Python value cassandra-driver serializes, from its JSON form."""
-    if isinstance(t, NativeType):
-        return _native(t.name, value)
-    if isinstance(t, ListType | SetType):
-        return [python_value(t.element, v) for v in value]
-    if isinstance(t, MapType):
-        pairs = value.items() if isinstance(value, dict) else value
-        return {python_value(t.key, k): python_value(t.value, v) for k, v in pairs}
-    if isinstance(t, TupleType):
-        return tuple(
-            None if v is None else python_value(e, v) for e, v in zip(t.elements, value, strict=True)
-        )
-    if isinstance(t, UserType):
-        return {
-            n: None if value.get(n) is None else python_value(ft, value[n])
-            for n, ft in zip(t.field_names, t.field_types, strict=True)
-        }
-    raise PrimaryKeyError(f"type {t.cql()} cannot be given in a key")
+#: a native type's JSON value as the value cassandra-driver serializes (float: NaN and the infinities are
+#: strings in JSON, which float() reads too)
+_FROM_JSON: dict[str, Callable[[Any], Any]] = dict(
+    every_native(
+        {
+            "ascii": _as_is,
+            "text": _as_is,
+            "blob": _blob,
+            "boolean": _as_is,
+            "tinyint": int,
+            "smallint": int,
+            "int": int,
+            "bigint": int,
+            "varint": int,
+            "float": float,
+            "double": float,
+            "decimal": _decimal,
+            "date": _date,
+            "time": int,
+            "timestamp": _timestamp,
+            "uuid": _uuid,
+            "timeuuid": _uuid,
+            "inet": _as_is,
+            "duration": _duration,
+            "counter": int,
+            "empty": _as_is,
+        },
+        "the REST API's key values",
+    )
+)
+
+
+def _native_from_json(t: NativeType, value: Any) -> Any:
+    return _FROM_JSON[t.name](value)
 
 
 def _component(column: ColumnSchema, key: dict[str, Any]) -> bytes:
     if column.name not in key or key[column.name] is None:
         raise PrimaryKeyError(f"missing key column {column.name} ({column.type.cql()})")
     try:
-        return serialize(column.type, python_value(column.type, key[column.name]))
+        t = column.type
+        return serialize(t, t.from_event_json(key[column.name], _native_from_json))
     except (TypeError, ValueError, KeyError, OverflowError, decimal.InvalidOperation, binascii.Error) as exc:
         raise PrimaryKeyError(f"column {column.name} ({column.type.cql()}): {exc}") from exc
 

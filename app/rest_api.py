@@ -20,7 +20,7 @@ from yarl import URL
 from app.key_parser import parse_primary_key
 from app.key_partition import key_partition
 from cassandra_model.table_schema import TableSchema
-from schemas.change_codec import json_value_row
+from schemas.change_json import json_value_row
 from schemas.raw_event import encode_raw_key
 from state.cell_merge import Deletion
 from state.row_image import cell_metadata, decode_row, partition_images, row_image

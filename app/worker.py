@@ -33,7 +33,8 @@ from app.transactional_sink import TransactionalSink
 from app.worker_stats import WorkerStats
 from runtime.config import CdcConfig, ConfigError, WorkerConfig
 from runtime.kafka_topics import TopicSpec, ensure_topics
-from schemas.change_codec import ChangeCodec, JsonChangeCodec
+from schemas.change_codec import ChangeCodec
+from schemas.change_json import JsonChangeCodec
 from schemas.schema_topic import TableSchemas
 from state.store.partition_store import StoreOptions
 
@@ -48,7 +49,7 @@ def worker_config(config: CdcConfig) -> WorkerConfig:
 
 def make_codec(worker: WorkerConfig) -> ChangeCodec:
     if worker.encoding == "avro":
-        from schemas.change_codec import AvroChangeCodec
+        from schemas.change_avro import AvroChangeCodec
         from schemas.registry_client import HttpSchemaRegistryClient
 
         assert worker.schema_registry_url is not None  # checked with the config

@@ -30,15 +30,13 @@ import math
 import os
 import pstats
 import shutil
-import socket
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,11 +49,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import yaml  # noqa: E402
-
 from agents.cdc_raw import list_cdc_segments  # noqa: E402
 from infra.settings import InfraSettings  # noqa: E402
 from runtime.config import AgentConfig, KafkaConfig  # noqa: E402
+from runtime.service_process import START_MARKER, ServiceProcess, free_port  # noqa: E402
 
 ADDRESS = "127.0.2.1"
 JMX_PORT = 7601
@@ -189,75 +186,67 @@ class RssSampler(threading.Thread):
 # -- the agent subprocess ----------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class BenchProcess(ServiceProcess):
+    """A `cdc` child of a benchmark: JSON logs (read back for warnings), its /metrics values, and its VmHWM
+    kept when it stops."""
 
-
-def http_get(port: int, path: str) -> tuple[int, str]:
-    """Status and body; the timeout is long because a busy agent answers only between reads."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-class AgentProcess:
-    """`python -m cdc agent` (or this script's --agent-profile mode) as a child process, JSON logs."""
-
-    def __init__(self, config: Path, log: Path, metrics_port: int) -> None:
-        self.config = config
-        self.log = log
-        self.metrics_port = metrics_port
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.started_at = 0.0
+    def __init__(self, command: str, name: str, config: dict[str, Any], home: Path, port: int) -> None:
+        super().__init__(command, name, config, home, port, log_format="json")
         self.hwm_kb = 0
-        self.longest_reply_s = 0.0
-        self._log_offset = 0
 
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
-
-    def start(self, profile_to: Path | None = None) -> None:
-        if profile_to is None:
-            argv = [sys.executable, "-m", "cdc", "agent", "--config", str(self.config)]
-        else:
-            argv = [sys.executable, str(Path(__file__).resolve()), "--agent-profile", str(self.config),
-                    str(profile_to)]  # fmt: skip
-        self._log_offset = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-        self.started_at = time.monotonic()
-        self.longest_reply_s = 0.0
-
-    def wait_healthy(self, timeout_s: float = 120.0) -> float:
-        """Seconds from start until /health says ok (schema loaded, Kafka connected)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            self.check_alive()
-            with contextlib.suppress(OSError):
-                if http_get(self.metrics_port, "/health")[0] == 200:
-                    return time.monotonic() - self.started_at
-            time.sleep(0.05)
-        raise RuntimeError(f"agent not healthy after {timeout_s:.0f} s:\n{self.log_tail()}")
-
-    def check_alive(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            raise RuntimeError(f"agent exited unexpectedly:\n{self.log_tail()}")
-
-    def metrics(self) -> dict[str, float]:
-        asked = time.monotonic()
-        text = http_get(self.metrics_port, "/metrics")[1]
-        self.longest_reply_s = max(self.longest_reply_s, time.monotonic() - asked)
+    def metric_values(self) -> dict[str, float] | None:
+        """Every /metrics sample by name (labels included); None while nothing answers. The timeout is
+        long because a busy agent answers only between reads."""
+        got = self.get("/metrics", 60.0)
+        if got is None:
+            return None
         values = {}
-        for line in text.splitlines():
+        for line in got[1].decode().splitlines():
             if line and not line.startswith("#"):
                 name, _, value = line.rpartition(" ")
                 values[name] = float(value)
+        return values
+
+    def stop(self, timeout_s: float = 30.0, *, signal_number: int = signal.SIGTERM) -> int | None:
+        """Stop it (its VmHWM is kept in `hwm_kb`); its exit code."""
+        if self.pid is not None:
+            self.hwm_kb = proc_status(self.pid).get("VmHWM", 0)
+        code = super().stop(timeout_s, signal_number=signal_number)
+        if code == -signal.SIGKILL and signal_number != signal.SIGKILL:
+            say(f"{self.name} ignored signal {signal_number} for {timeout_s:.0f} s; killed it")
+        return code
+
+
+class AgentProcess(BenchProcess):
+    """`python -m cdc agent` (or this script's --agent-profile mode) as a child process, JSON logs."""
+
+    def __init__(self, config: dict[str, Any], home: Path, metrics_port: int) -> None:
+        super().__init__("agent", "agent", config, home, metrics_port)
+        self.longest_reply_s = 0.0
+        self._log_offset = 0
+
+    def command_line(self, profile_to: Path | None = None) -> list[str]:
+        """Profiled, the agent runs in this script's --agent-profile mode (`NodeAgent.run` only, no start)."""
+        if profile_to is None:
+            return super().command_line()
+        return [sys.executable, str(Path(__file__).resolve()), "--agent-profile", str(self.config_path),
+                str(profile_to)]  # fmt: skip
+
+    def start(self, env: dict[str, str] | None = None, *, profile_to: Path | None = None) -> None:
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        super().start(env, profile_to=profile_to)
+        self.longest_reply_s = 0.0
+
+    def wait_healthy(self, timeout_s: float = 120.0, *, poll_s: float = 0.05) -> float:
+        """Seconds from start until /health says ok (schema loaded, Kafka connected)."""
+        return super().wait_healthy(timeout_s, poll_s=poll_s)
+
+    def metrics(self) -> dict[str, float]:
+        asked = time.monotonic()
+        values = self.metric_values()
+        self.longest_reply_s = max(self.longest_reply_s, time.monotonic() - asked)
+        if values is None:
+            raise RuntimeError(f"agent does not answer /metrics:\n{self.log_tail()}")
         return values
 
     def published(self) -> int:
@@ -293,11 +282,13 @@ class AgentProcess:
 
     def log_entries(self, *, this_run: bool = True) -> list[dict[str, Any]]:
         """The agent's JSON log lines (of the current process only by default); other lines as messages."""
-        with self.log.open("rb") as f:
+        with self.log_path.open("rb") as f:
             f.seek(self._log_offset if this_run else 0)
             lines = f.read().decode(errors="replace").splitlines()
         entries = []
         for line in lines:
+            if not line or line.startswith(START_MARKER):  # ServiceProcess's own lines
+                continue
             try:
                 entry = json.loads(line)
             except ValueError:
@@ -313,23 +304,6 @@ class AgentProcess:
                 logged = datetime.strptime(entry["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
                 return time.monotonic() - (time.time() - logged.timestamp())
         return None
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.hwm_kb = proc_status(self.proc.pid).get("VmHWM", 0)
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                say("agent ignored SIGTERM for 30 s; killing it")
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-    def log_tail(self, lines: int = 20) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
 # -- the raw-topic consumer --------------------------------------------------------------------------
@@ -455,15 +429,14 @@ class Bench:
         self.sampler = RssSampler()
         self.results = Results()
         metrics_port = free_port()
-        config = self._write_config(metrics_port, args.keyspaces)
-        self.agent = AgentProcess(config, home / "agent.log", metrics_port)
+        self.agent = AgentProcess(self._config(metrics_port, args.keyspaces), home, metrics_port)
         self.rows_written = 0
         self.cluster: Any = None
         self.session: Any = None
         self.insert: Any = None
         self.consumer: RawConsumer | None = None
 
-    def _write_config(self, metrics_port: int, keyspaces: list[str] | None) -> Path:
+    def _config(self, metrics_port: int, keyspaces: list[str] | None) -> dict[str, Any]:
         spec = self.node.spec
         cassandra: dict[str, Any] = {"contact_points": [spec.address], "port": spec.cql_port}
         if keyspaces:
@@ -480,9 +453,7 @@ class Bench:
                 "metrics_port": metrics_port,
             },
         }
-        path = self.home / "agent.yaml"
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        return path
+        return config
 
     # -- set-up and tear-down ------------------------------------------------------------------------
 
@@ -523,7 +494,7 @@ class Bench:
     # -- helpers -------------------------------------------------------------------------------------
 
     def start_agent(self, phase: str, profile_to: Path | None = None) -> float:
-        self.agent.start(profile_to)
+        self.agent.start(profile_to=profile_to)
         self.sampler.pid = self.agent.pid
         self.sampler.phase = phase
         took = self.agent.wait_healthy()
@@ -672,7 +643,7 @@ class Bench:
         after = self.wait_durable()
         data = sum(offset - before.get(sid, 0) for sid, offset in after.items())
         say(f"  {data / 1e6:.1f} MB of segment data durable in {len(after)} segment(s); starting the agent")
-        self.agent.start(profile_to)
+        self.agent.start(profile_to=profile_to)
         self.sampler.pid = self.agent.pid
         self.sampler.phase = phase
         cpu = self.cpu_window()
@@ -1000,8 +971,8 @@ def main() -> int:
             results = bench.run()
         finally:
             bench.down()
-            if args.agent_log and bench.agent.log.exists():
-                shutil.copyfile(bench.agent.log, args.agent_log)
+            if args.agent_log and bench.agent.log_path.exists():
+                shutil.copyfile(bench.agent.log_path, args.agent_log)
         text = report(results, args, bench.settings, command)
     print(text)
     if args.out:

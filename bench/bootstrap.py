@@ -34,7 +34,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 from cassandra.cluster import Cluster  # noqa: E402
 from cassandra.concurrent import execute_concurrent_with_args  # noqa: E402
 
-from cassandra_model.schema_loader import load_schema_from_session  # noqa: E402
+from cassandra_model.system_schema import load_schema_from_session  # noqa: E402
 from pipeline.bootstrap_job import bootstrap_table  # noqa: E402
 from pipeline.cassandra_scan import scan_table  # noqa: E402
 from pipeline.snapshot_events import table_events  # noqa: E402

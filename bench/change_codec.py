@@ -33,9 +33,10 @@ sys.path.insert(0, str(REPO))
 
 from fastavro import parse_schema, schemaless_writer  # noqa: E402
 
-from cassandra_model.schema_loader import load_schema_from_cql  # noqa: E402
-from schemas.change_codec import AvroChangeCodec, JsonChangeCodec  # noqa: E402
+from cassandra_model.ddl_parser import load_schema_from_cql  # noqa: E402
+from schemas.change_avro import AvroChangeCodec  # noqa: E402
 from schemas.change_event import ChangeSource, change_envelope, change_key  # noqa: E402
+from schemas.change_json import JsonChangeCodec  # noqa: E402
 from schemas.registry_client import InMemorySchemaRegistryClient  # noqa: E402
 from state import PartitionState, RowChange, apply_with_changes  # noqa: E402
 from testkit.event_builder import NOW, EventBuilder, Write  # noqa: E402

@@ -35,8 +35,8 @@ sys.path.insert(0, str(REPO))
 from agents.cdc_raw import list_cdc_segments  # noqa: E402
 from agents.commitlog.log_reader import SegmentDecoder  # noqa: E402
 from agents.commitlog.segment_reader import SegmentScan  # noqa: E402
+from cassandra_model.ddl_parser import load_schema_from_cql  # noqa: E402
 from cassandra_model.digest import update_digest  # noqa: E402
-from cassandra_model.schema_loader import load_schema_from_cql  # noqa: E402
 from cassandra_model.table_schema import SchemaCatalog  # noqa: E402
 
 TABLE_DDL = """CREATE TABLE bench.readings (

@@ -31,13 +31,13 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
 from infra.kafka import KafkaBroker, broker_spec
 from infra.settings import InfraSettings
 from runtime.config import CdcConfig, KafkaConfig, PipelineConfig
-from schemas.change_codec import JsonChangeCodec
 from schemas.change_event import ChangeSource, clean_topic_name
+from schemas.change_json import JsonChangeCodec
 from schemas.schema_event import schema_event
 
 KAFKA_PORT = 29192

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from change_codec import TABLE_DDL, rate  # noqa: E402
 from fastavro import schemaless_reader, schemaless_writer  # noqa: E402
 
-from cassandra_model.schema_loader import load_schema_from_cql  # noqa: E402
+from cassandra_model.ddl_parser import load_schema_from_cql  # noqa: E402
 from schemas import load_avro_schema  # noqa: E402
 from schemas.raw_event import decode_raw_event, encode_raw_event, peek_raw_event  # noqa: E402
 from testkit.event_builder import EventBuilder, Write  # noqa: E402

@@ -37,7 +37,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cassandra_model.schema_loader import load_schema_from_cql  # noqa: E402
+from cassandra_model.ddl_parser import load_schema_from_cql  # noqa: E402
 from cassandra_model.table_schema import TableSchema  # noqa: E402
 from state.partition_state import prepare_event  # noqa: E402
 from state.store.merge import merge_event  # noqa: E402

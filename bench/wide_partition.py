@@ -42,9 +42,9 @@ from app.batch_loop import SEND_EARLY_RECORDS  # noqa: E402
 from app.change_processor import ChangeProcessor, CleanRecord  # noqa: E402
 from app.worker_stats import WorkerStats  # noqa: E402
 from bench.state_store import cell, rss_mb  # noqa: E402
-from cassandra_model.schema_loader import load_schema_from_cql  # noqa: E402
+from cassandra_model.ddl_parser import load_schema_from_cql  # noqa: E402
 from cassandra_model.table_schema import TableSchema  # noqa: E402
-from schemas.change_codec import JsonChangeCodec  # noqa: E402
+from schemas.change_json import JsonChangeCodec  # noqa: E402
 from state.store.partition_store import PartitionStore, StoreOptions  # noqa: E402
 from state.store.transaction import StateTransaction  # noqa: E402
 

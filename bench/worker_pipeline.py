@@ -25,6 +25,7 @@ also samples the `one` worker with py-spy (not a project dependency) and splits 
     .venv/bin/python bench/worker_pipeline.py [--rows 100000] [--update-share 0.3] [--copies 3]
         [--phases cold one two profile state] [--profile] [--profile-seconds 60] [--py-spy EXE]
         [--state-rows 1000000] [--rows-per-event 1] [--batch-max-events N]
+        [--compare-tree DIR [--ab-rounds 3]]
         [--out bench/worker_pipeline.md]
 """
 
@@ -48,7 +49,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -61,15 +61,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import yaml  # noqa: E402
 from agent_pipeline import (  # noqa: E402
     INSERT,
     TABLE_DDL,
     AgentProcess,
+    BenchProcess,
     CpuWindow,
     cpu_seconds,
-    free_port,
-    http_get,
     proc_status,
     row,
     say,
@@ -77,6 +75,8 @@ from agent_pipeline import (  # noqa: E402
 )
 
 from infra.settings import InfraSettings  # noqa: E402
+from runtime.kafka_topics import topic_partitions  # noqa: E402
+from runtime.service_process import free_port  # noqa: E402
 from schemas.raw_event import decode_raw_event, encode_raw_event, encode_raw_key  # noqa: E402
 
 ADDRESS = "127.0.3.1"
@@ -114,15 +114,12 @@ async def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 async def _read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, bytes, bytes]]:
     """Every record of `topic`: (partition, offset, key, value)."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import AIOKafkaConsumer
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=5000)
     await consumer.start()
     try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        if not tps:
-            await consumer._client.force_metadata_update()
-            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        tps = await topic_partitions(consumer, topic)
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
@@ -175,17 +172,13 @@ class LagProbe:
         self.loop.run_until_complete(self._start())
 
     async def _start(self) -> None:
-        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka import AIOKafkaConsumer
         from aiokafka.admin import AIOKafkaAdminClient
 
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap)
         await consumer.start()
         try:
-            await consumer._client.force_metadata_update()
-            tps = [
-                TopicPartition(self.topic, p) for p in sorted(consumer.partitions_for_topic(self.topic) or ())
-            ]
-            self.ends = await consumer.end_offsets(tps)
+            self.ends = await consumer.end_offsets(await topic_partitions(consumer, self.topic))
         finally:
             await consumer.stop()
         self.admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
@@ -257,77 +250,30 @@ def synthetic_events(
 # -- worker processes --------------------------------------------------------------------------------
 
 
-class WorkerProcess:
+class WorkerProcess(BenchProcess):
     """One `python -m cdc worker --config FILE` child (optionally under cProfile), JSON logs to a file."""
 
     def __init__(self, home: Path, name: str, config: dict[str, Any]) -> None:
-        self.name = name
-        self.config_path = home / f"{name}.yaml"
-        self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-        self.log = home / f"{name}.log"
-        self.port: int = config["worker"]["web_port"]
+        super().__init__("worker", name, config, home, config["worker"]["web_port"])
         self.data = Path(config["worker"]["data_directory"])
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.hwm_kb = 0
         self.last_stats: dict[str, Any] = {}
         self.last_metrics: dict[str, float] = {}
 
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
-
-    def start(self, profile_to: Path | None = None) -> None:
-        prefix = [] if profile_to is None else ["-m", "cProfile", "-o", str(profile_to)]
-        argv = [sys.executable, *prefix, "-m", "cdc", "worker", "--config", str(self.config_path)]
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-
-    def check_alive(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            raise RuntimeError(f"worker {self.name} exited unexpectedly:\n{self.log_tail()}")
-
     def events_in(self) -> int | None:
         """/stats `total.in`, or None while the web server does not answer yet."""
-        try:
-            status, body = http_get(self.port, "/stats")
-        except (OSError, urllib.error.URLError):
+        got = self.get_json("/stats", 60.0)
+        if got is None or got[0] != 200:
             return None
-        if status != 200:
-            return None
-        self.last_stats = json.loads(body)
+        self.last_stats = got[1]
         return int(self.last_stats["total"]["in"])
 
     def metrics(self) -> dict[str, float]:
-        values = {}
-        with contextlib.suppress(OSError, urllib.error.URLError):
-            for line in http_get(self.port, "/metrics")[1].splitlines():
-                if line and not line.startswith("#"):
-                    name, _, value = line.rpartition(" ")
-                    values[name] = float(value)
-        self.last_metrics = values
-        return values
-
-    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 90.0) -> int | None:
-        """Stop it (its VmHWM is kept in `hwm_kb`); its exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.hwm_kb = proc_status(self.proc.pid).get("VmHWM", 0)
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                say(f"worker {self.name} ignored signal {sig} for {timeout_s:.0f} s; killing it")
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def log_tail(self, lines: int = 20) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        self.last_metrics = self.metric_values() or {}
+        return self.last_metrics
 
     def log_problems(self) -> list[str]:
         out = []
-        for line in self.log.read_text(errors="replace").splitlines():
+        for line in self.log_path.read_text(errors="replace").splitlines():
             try:
                 entry = json.loads(line)
             except ValueError:
@@ -387,8 +333,7 @@ _OWN_BUCKETS = (
     ("BatchLoop._commit", "Kafka transaction: send clean + changelog records, commit"),
     ("ChangeProcessor._emit", "build and encode change events (JSON)"),
     ("app/worker_stats", "stats and Prometheus counters"),
-    ("state/store_", "state store: RocksDB reads/writes, row encoding"),
-    ("state/partition_store", "state store: RocksDB reads/writes, row encoding"),
+    ("state/store/", "state store: RocksDB reads/writes, row encoding"),
     ("state/", "merge (prepare, apply, diff)"),
     ("BatchLoop.process", "batch loop, other"),
     ("RawConsumer", "raw consumer: getmany batches"),
@@ -571,6 +516,7 @@ class Bench:
         self.profile: dict[str, Any] = {}
         self.template: dict[str, Any] | None = None
         self.spy: dict[str, Any] = {}
+        self.ab: list[tuple[int, str, RunResult]] = []
 
     # -- set-up and tear-down
 
@@ -586,7 +532,7 @@ class Bench:
     def down(self) -> None:
         for worker in self.workers:
             with contextlib.suppress(Exception):
-                worker.stop(signal.SIGKILL if worker.pid else signal.SIGTERM, 10)
+                worker.stop(10, signal_number=signal.SIGKILL if worker.pid else signal.SIGTERM)
         if self.agent is not None:
             self.agent.stop()
         if self.cluster is not None:
@@ -660,9 +606,7 @@ class Bench:
                 "metrics_port": metrics_port,
             },
         }
-        path = self.home / "agent.yaml"
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        self.agent = AgentProcess(path, self.home / "agent.log", metrics_port)
+        self.agent = AgentProcess(config, self.home, metrics_port)
         self.agent.start()
         self.agent.wait_healthy()
         say(
@@ -734,6 +678,7 @@ class Bench:
         max_seconds: float | None = None,
         checkpoints: Iterable[int] = (),
         spy: Spy | None = None,
+        tree: Path | None = None,
     ) -> RunResult:
         """Start `workers` together; time them from the first record until the group's lag is 0."""
         probe = LagProbe(self.bootstrap, topic)
@@ -743,7 +688,10 @@ class Bench:
         cpu = CpuWindow({**pids, "Kafka": self.broker.process.pid, "benchmark": os.getpid})
         started = time.monotonic()
         for w in workers:
-            w.start(profile_to)
+            if tree is None:
+                w.start(profile_to=profile_to)
+            else:
+                w.start({"PYTHONPATH": str(tree)}, profile_to=profile_to, cwd=tree)
             result.rss[w.name] = []
         first: float | None = None
         last_rss = last_lag = last_report = 0.0
@@ -806,7 +754,7 @@ class Bench:
         finally:
             probe.close()
         for w in workers:
-            w.stop(signal.SIGINT if profile_to is not None else signal.SIGTERM)
+            w.stop(90, signal_number=signal.SIGINT if profile_to is not None else signal.SIGTERM)
             result.hwm_mb[w.name] = w.hwm_kb / 1000
             result.state_mb[w.name] = dir_mb(w.data / "state") if (w.data / "state").exists() else 0.0
             result.problems += w.log_problems()
@@ -860,6 +808,20 @@ class Bench:
         self.profile["seconds"] = result.seconds
         self.profile["events"] = sum(result.events_in.values())
 
+    def run_ab(self) -> None:
+        """`one` again, alternating a worker of `--compare-tree` (another checkout, e.g. the commit before a
+        change) with a worker of this checkout, `--ab-rounds` times each on the same input, each with a
+        group of its own: the two codes compared as a ratio in one run, on a machine whose speed drifts."""
+        other = self.args.compare_tree.resolve()
+        self.env["base_code"] = code_version(other)
+        for index in range(self.args.ab_rounds):
+            order = [("base", other), ("this", None)]
+            for tag, tree in order if index % 2 == 0 else reversed(order):
+                name = f"ab{index + 1}-{tag}"
+                worker = self.worker(name, f"bench-{name}", "bench.raw-copies")
+                result = self.run(name, [worker], "bench.raw-copies", f"bench-{name}", tree=tree)
+                self.ab.append((index + 1, tag, result))
+
     def run_state(self) -> None:
         if self.template is None:
             raise RuntimeError("no single-row INSERT among the raw events to clone")
@@ -899,6 +861,8 @@ class Bench:
             self.run_two()
         if "profile" in phases or self.args.profile:
             self.run_profile()
+        if self.args.compare_tree is not None:
+            self.run_ab()
         if "state" in phases and self.args.state_rows > 0:
             self.run_state()
 
@@ -913,16 +877,17 @@ def cpu_model() -> str:
     return "unknown CPU"
 
 
-def code_version() -> str:
-    """The commit measured, and whether the worker's code had uncommitted changes."""
+def code_version(tree: Path = REPO) -> str:
+    """The commit measured in checkout ``tree``, and whether the worker's code had uncommitted changes."""
+    packages = ["app", "state", "schemas", "cdc", "cassandra_model", "runtime"]
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True,
                               text=True, check=True).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "app", "state", "schemas", "cdc"],
-                               cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *packages], cwd=tree,
+                               capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return "unknown commit"
-    return f"commit {head}" + (" with uncommitted changes in app/, state/, schemas/ or cdc/" if dirty else "")
+    return f"commit {head}" + (" with uncommitted changes in the worker's packages" if dirty else "")
 
 
 def mem_total_gb() -> float:
@@ -1017,6 +982,35 @@ def timeline_table(run: RunResult) -> list[str]:
     ]
 
 
+def ab_table(bench: Bench) -> list[str]:
+    """The `--compare-tree` runs: each round's base and this checkout's rates, and their ratio."""
+    rounds: dict[int, dict[str, RunResult]] = {}
+    for index, tag, result in bench.ab:
+        rounds.setdefault(index, {})[tag] = result
+    lines = [
+        "## This checkout against another (alternating runs, one worker each)",
+        "",
+        f"Base: `{bench.args.compare_tree}` at {bench.env.get('base_code', '?')}; this: {bench.env['code']}. "
+        "Each round runs both on the same input with groups of their own, the order alternating per round.",
+        "",
+        "| round | base events/s | this events/s | this / base | base CPU µs per event | this CPU µs per event |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    ratios = []
+    for index, pair in sorted(rounds.items()):
+        base, this = pair.get("base"), pair.get("this")
+        if base is None or this is None:
+            continue
+        ratios.append(this.rate / base.rate)
+        lines.append(
+            f"| {index} | {base.rate:,.0f} | {this.rate:,.0f} | {ratios[-1]:.3f} | "
+            f"{base.cpu_us_per_event(base.workers[0]):.1f} | {this.cpu_us_per_event(this.workers[0]):.1f} |"
+        )
+    if ratios:
+        lines += ["", f"Median ratio this / base: {statistics.median(ratios):.3f}."]
+    return [*lines, ""]
+
+
 def report(bench: Bench, command: str) -> str:
     args, runs, inp = bench.args, bench.runs, bench.input
     lines = [
@@ -1108,6 +1102,8 @@ def report(bench: Bench, command: str) -> str:
         lines.append("")
         for r in throughput:
             lines += timeline_table(r)
+    if bench.ab:
+        lines += ab_table(bench)
     state = runs.get("state")
     if state is not None:
         lines += [
@@ -1223,6 +1219,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--batch-max-events", type=int, help="workers' worker.batch_max_events (default: the config default)"
     )
+    parser.add_argument(
+        "--compare-tree",
+        type=Path,
+        metavar="DIR",
+        help="another checkout of this repository: after the phases, run its worker and this one's "
+        "alternately on the same input (e.g. `git worktree add DIR <commit>`)",
+    )
+    parser.add_argument("--ab-rounds", type=int, default=3, help="runs of each worker (default 3)")
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     return parser.parse_args(argv)
 

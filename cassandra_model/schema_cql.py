@@ -6,7 +6,7 @@ the same parser users give their DDL files to, so there is one reader of table d
 
 from __future__ import annotations
 
-from cassandra_model.cql_types import CqlType, ListType, MapType, SetType, TupleType, UserType, VectorType
+from cassandra_model.cql_types import CqlType, UserType
 from cassandra_model.table_schema import ClusteringOrder, ColumnKind, SchemaCatalog, TableSchema
 
 
@@ -17,19 +17,8 @@ def quote(name: str) -> str:
 
 def _user_types(t: CqlType, found: dict[tuple[str, str], UserType]) -> None:
     """Every user type `t` refers to, innermost first (CREATE TYPE order)."""
-    children: tuple[CqlType, ...] = ()
-    if isinstance(t, ListType | SetType | VectorType):
-        children = (t.element,)
-    elif isinstance(t, MapType):
-        children = (t.key, t.value)
-    elif isinstance(t, TupleType):
-        children = tuple(t.elements)
-    elif isinstance(t, UserType):
-        children = tuple(t.field_types)
-    for child in children:
-        _user_types(child, found)
-    if isinstance(t, UserType):
-        found.setdefault((t.keyspace, t.name), t)
+    for udt in t.user_types():
+        found.setdefault((udt.keyspace, udt.name), udt)
 
 
 def table_to_cql(table: TableSchema) -> str:
@@ -87,7 +76,7 @@ def table_to_cql(table: TableSchema) -> str:
 
 def catalog_from_cql(texts: list[str]) -> SchemaCatalog:
     """A catalog from several tables' DDL (user types may repeat across them)."""
-    from cassandra_model.schema_loader import load_schema_from_cql
+    from cassandra_model.ddl_parser import load_schema_from_cql
 
     catalog = SchemaCatalog()
     for text in texts:

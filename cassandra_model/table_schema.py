@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from cassandra_model.cql_types import CqlType, NativeType, UserType, parse_cql_type
+from cassandra_model.cql_types import CqlType, UserType, parse_cql_type
 from cassandra_model.errors import SchemaError, UnknownTableError
 
 
@@ -111,7 +111,7 @@ class TableSchema:
             if col.type.multi_cell and col.kind in (ColumnKind.PARTITION_KEY, ColumnKind.CLUSTERING):
                 raise SchemaError(f"{where}: key column {col.name} cannot be multi-cell ({col.type.cql()})")
         counters = [
-            c for c in (*self.static_columns.values(), *self.regular_columns.values()) if _is_counter(c.type)
+            c for c in (*self.static_columns.values(), *self.regular_columns.values()) if c.type.is_counter
         ]
         if counters:
             self.is_counter = True
@@ -147,10 +147,6 @@ class TableSchema:
         """When a column of that name was last dropped (µs); cells at or before it are discarded."""
         dropped = self.dropped_columns.get(name)
         return dropped.dropped_time if dropped is not None else None
-
-
-def _is_counter(t: CqlType) -> bool:
-    return isinstance(t, NativeType) and t.name == "counter"
 
 
 @dataclass(slots=True)

@@ -145,7 +145,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from cdc.demo import run_demo
+    from cdc.demo.command import run_demo
 
     return run_demo(_infra_settings(args), rows=args.rows, rounds=args.rounds, keep_running=args.keep_running)
 

@@ -20,9 +20,10 @@ from agents.commitlog.descriptor import parse_segment_name
 from agents.commitlog.dump_format import render_update
 from agents.commitlog.errors import CommitLogError
 from agents.commitlog.log_reader import SegmentDecoder
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.digest import update_digest_hex
 from cassandra_model.errors import ModelError
-from cassandra_model.schema_loader import load_schema_from_cql, load_schema_from_session
+from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import SchemaCatalog
 
 

@@ -29,6 +29,7 @@ from pipeline.snapshot_events import table_events
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
 from runtime.config import CdcConfig
+from runtime.kafka_topics import topic_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -88,8 +89,7 @@ async def _raw_partitions(config: CdcConfig) -> int:
     )
     await consumer.start()
     try:
-        await consumer._client.force_metadata_update()
-        return len(consumer.partitions_for_topic(kafka.raw_topic) or ())
+        return len(await topic_partitions(consumer, kafka.raw_topic))
     finally:
         await consumer.stop()
 

@@ -28,7 +28,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cassandra_model.cql_types import CqlType, ListType, MapType, SetType, TupleType, UserType, VectorType
 from cassandra_model.table_schema import TableSchema
 from pipeline.errors import PipelineError, ServiceUnreachable
 from runtime.config import CdcConfig
@@ -93,21 +92,6 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _udts(t: CqlType, out: dict[tuple[str, str], UserType]) -> None:
-    if isinstance(t, UserType):
-        out[(t.keyspace, t.name)] = t
-        for field_type in t.field_types:
-            _udts(field_type, out)
-    elif isinstance(t, ListType | SetType | VectorType):
-        _udts(t.element, out)
-    elif isinstance(t, MapType):
-        _udts(t.key, out)
-        _udts(t.value, out)
-    elif isinstance(t, TupleType):
-        for element in t.elements:
-            _udts(element, out)
-
-
 @dataclass(slots=True, frozen=True)
 class ScanSpec:
     """Everything a Spark task needs to scan ranges of one table (pickled to the executors)."""
@@ -162,9 +146,7 @@ def scan_spec(
             f"{schema.name} is a counter table: Cassandra allows no WRITETIME/TTL on counters, so its rows "
             "cannot be bootstrapped with their timestamps; leave it out of --tables"
         )
-    udts: dict[tuple[str, str], UserType] = {}
-    for column in schema.all_columns():
-        _udts(column.type, udts)
+    udts = {(u.keyspace, u.name) for c in schema.all_columns() for u in c.type.user_types()}
     timed = [*schema.static_columns, *schema.regular_columns] if with_write_times else []
     return ScanSpec(
         contact_points=tuple(config.cassandra.contact_points),

@@ -27,7 +27,7 @@ Inside collections and UDTs values stay in their JSON form (dates as days, times
 blobs as base64), so a nested value never depends on Spark's date range.
 
 ``json_form_columns`` turns a lake row back into the JSON form, which ``normalize_json_form`` makes
-comparable with ``schemas.change_codec.json_value_row`` of the same row read from Cassandra; reconcile and
+comparable with ``schemas.change_json.json_value_row`` of the same row read from Cassandra; reconcile and
 replay compare rows that way.
 """
 
@@ -37,6 +37,7 @@ import json
 import math
 import struct
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,7 @@ from pyspark.sql.types import (
 
 from cassandra_model.cql_types import (
     CqlType,
+    CqlTypeVisitor,
     CustomType,
     ListType,
     NativeType,
@@ -70,6 +72,7 @@ from cassandra_model.cql_types import (
     TupleType,
     UserType,
     VectorType,
+    every_native,
 )
 from cassandra_model.cql_types import MapType as CqlMapType
 from cassandra_model.table_schema import ColumnSchema, TableSchema
@@ -96,70 +99,103 @@ META_COLUMNS: tuple[tuple[str, DataType], ...] = (
 
 _F32 = struct.Struct("<f")
 
-_NATIVE_JSON: dict[str, DataType] = {
-    "ascii": StringType(),
-    "text": StringType(),
-    "varchar": StringType(),
-    "inet": StringType(),
-    "uuid": StringType(),
-    "timeuuid": StringType(),
-    "boolean": BooleanType(),
-    "tinyint": ByteType(),
-    "smallint": ShortType(),
-    "int": IntegerType(),
-    "bigint": LongType(),
-    "counter": LongType(),
-    "varint": StringType(),
-    "decimal": StringType(),
-    "float": FloatType(),
-    "double": DoubleType(),
-    "date": IntegerType(),
-    "time": LongType(),
-    "timestamp": LongType(),
-    "blob": StringType(),
-    "empty": StringType(),
-    "duration": StructType(
-        [
-            StructField("months", IntegerType()),
-            StructField("days", IntegerType()),
-            StructField("nanos", LongType()),
-        ]
-    ),
-}
+_NATIVE_JSON: dict[str, DataType] = dict(
+    every_native(
+        {
+            "ascii": StringType(),
+            "text": StringType(),
+            "varchar": StringType(),
+            "inet": StringType(),
+            "uuid": StringType(),
+            "timeuuid": StringType(),
+            "boolean": BooleanType(),
+            "tinyint": ByteType(),
+            "smallint": ShortType(),
+            "int": IntegerType(),
+            "bigint": LongType(),
+            "counter": LongType(),
+            "varint": StringType(),
+            "decimal": StringType(),
+            "float": FloatType(),
+            "double": DoubleType(),
+            "date": IntegerType(),
+            "time": LongType(),
+            "timestamp": LongType(),
+            "blob": StringType(),
+            "empty": StringType(),
+            "duration": StructType(
+                [
+                    StructField("months", IntegerType()),
+                    StructField("days", IntegerType()),
+                    StructField("nanos", LongType()),
+                ]
+            ),
+        },
+        "the lake's JSON-form types",
+    )
+)
 
 
-def _is_text(t: CqlType) -> bool:
-    return isinstance(t, NativeType) and t.name in ("text", "ascii", "varchar")
+#: top-level columns of these native types get their natural lake type (see the module docstring)
+_TOP_LEVEL_NATIVES = frozenset(("date", "timestamp", "blob"))
+
+
+@dataclass(frozen=True, slots=True)
+class _LakeForm:
+    """How the lake holds one CQL type: the Spark type Spark's JSON reader parses its JSON form into,
+    whether that JSON form is kept as a string, and the conversion of a top-level column (date,
+    timestamp, blob; None: the JSON-form type as it is)."""
+
+    json_type: DataType
+    json_text: bool = False
+    top_level: str | None = None
+
+
+class _LakeForms(CqlTypeVisitor[_LakeForm]):
+    """The lake form of every kind of CQL type (a visitor: a new kind of type must be added here)."""
+
+    __slots__ = ()
+
+    def visit_native(self, t: NativeType, *args: Any) -> _LakeForm:
+        return _LakeForm(_NATIVE_JSON[t.name], top_level=t.name if t.name in _TOP_LEVEL_NATIVES else None)
+
+    def visit_custom(self, t: CustomType, *args: Any) -> _LakeForm:
+        return _LakeForm(StringType(), top_level="blob")
+
+    def visit_list(self, t: ListType | SetType | VectorType, *args: Any) -> _LakeForm:
+        return _LakeForm(ArrayType(json_type(t.element), containsNull=True))
+
+    visit_set = visit_list
+    visit_vector = visit_list
+
+    def visit_map(self, t: CqlMapType, *args: Any) -> _LakeForm:
+        if not t.key.is_text:  # Spark's JSON reader has no map with non-string keys: a JSON array
+            return _LakeForm(StringType(), json_text=True)
+        return _LakeForm(MapType(StringType(), json_type(t.value), valueContainsNull=True))
+
+    def visit_tuple(self, t: TupleType, *args: Any) -> _LakeForm:
+        return _LakeForm(StringType(), json_text=True)  # a heterogeneous JSON array
+
+    def visit_user_type(self, t: UserType, *args: Any) -> _LakeForm:
+        fields = [StructField(n, json_type(ft)) for n, ft in zip(t.field_names, t.field_types, strict=True)]
+        return _LakeForm(StructType(fields))
+
+
+_LAKE_FORMS = _LakeForms()
 
 
 def is_json_text(t: CqlType) -> bool:
     """Whether the lake keeps this type as a JSON string (tuples, maps with non-text keys)."""
-    return isinstance(t, TupleType) or (isinstance(t, CqlMapType) and not _is_text(t.key))
+    return t.accept(_LAKE_FORMS).json_text
 
 
 def json_type(t: CqlType) -> DataType:
     """The Spark type Spark's JSON reader parses the JSON form of ``t`` into."""
-    if isinstance(t, NativeType):
-        return _NATIVE_JSON[t.name]
-    if isinstance(t, CustomType) or is_json_text(t):
-        return StringType()
-    if isinstance(t, ListType | SetType | VectorType):
-        return ArrayType(json_type(t.element), containsNull=True)
-    if isinstance(t, CqlMapType):
-        return MapType(StringType(), json_type(t.value), valueContainsNull=True)
-    if isinstance(t, UserType):
-        return StructType(
-            [StructField(n, json_type(ft)) for n, ft in zip(t.field_names, t.field_types, strict=True)]
-        )
-    raise TypeError(f"no lake type for CQL type {t}")
+    return t.accept(_LAKE_FORMS).json_type
 
 
 def _top_level_name(t: CqlType) -> str | None:
-    if isinstance(t, CustomType):
-        return "blob"
-    if isinstance(t, NativeType) and t.name in ("date", "timestamp", "blob"):
-        return t.name
-    return None
+    return t.accept(_LAKE_FORMS).top_level
 
 
 def lake_type(t: CqlType) -> DataType:
@@ -227,12 +263,14 @@ def json_form_columns(schema: TableSchema, present: Iterable[str] | None = None)
     return out
 
 
-def _normalize(t: CqlType, value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(t, NativeType) and t.name in ("float", "double"):
-        if isinstance(value, str):  # the JSON form writes non-finite numbers as strings
-            return value
+class _Normalizer(CqlTypeVisitor[Any]):
+    """A non-null JSON-form value in the comparable shape of ``normalize_json_form``, per kind of type."""
+
+    __slots__ = ()
+
+    def visit_native(self, t: NativeType, value: Any) -> Any:
+        if t.name not in ("float", "double") or isinstance(value, str):
+            return value  # the JSON form writes non-finite numbers as strings
         value = float(value)
         if math.isnan(value):
             return "NaN"
@@ -243,18 +281,35 @@ def _normalize(t: CqlType, value: Any) -> Any:
             # float widened to a double (1.100000023841858): both are the same 32-bit value
             return _F32.unpack(_F32.pack(value))[0]
         return value
-    if is_json_text(t):
-        parsed = json.loads(value) if isinstance(value, str) else value
-        if isinstance(t, TupleType):
-            return [_normalize(e, v) for e, v in zip(t.elements, parsed, strict=True)]
-        return [[_normalize(t.key, k), _normalize(t.value, v)] for k, v in parsed]
-    if isinstance(t, ListType | SetType | VectorType):
+
+    def visit_custom(self, t: CustomType, value: Any) -> Any:
+        return value
+
+    def visit_list(self, t: ListType | SetType | VectorType, value: Any) -> Any:
         return [_normalize(t.element, v) for v in value]
-    if isinstance(t, CqlMapType):
+
+    visit_set = visit_list
+    visit_vector = visit_list
+
+    def visit_map(self, t: CqlMapType, value: Any) -> Any:
+        if is_json_text(t):
+            parsed = json.loads(value) if isinstance(value, str) else value
+            return [[_normalize(t.key, k), _normalize(t.value, v)] for k, v in parsed]
         return {k: _normalize(t.value, v) for k, v in dict(value).items()}
-    if isinstance(t, UserType):
+
+    def visit_tuple(self, t: TupleType, value: Any) -> Any:
+        parsed = json.loads(value) if isinstance(value, str) else value
+        return [_normalize(e, v) for e, v in zip(t.elements, parsed, strict=True)]
+
+    def visit_user_type(self, t: UserType, value: Any) -> Any:
         return {n: _normalize(ft, value.get(n)) for n, ft in zip(t.field_names, t.field_types, strict=True)}
-    return value
+
+
+_NORMALIZER = _Normalizer()
+
+
+def _normalize(t: CqlType, value: Any) -> Any:
+    return None if value is None else t.accept(_NORMALIZER, value)
 
 
 def normalize_json_form(schema: TableSchema, row: dict[str, Any]) -> dict[str, Any]:

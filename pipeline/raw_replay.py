@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassandra_model.table_schema import TableSchema
-from schemas.change_codec import json_value_row
+from schemas.change_json import json_value_row
 from schemas.driver_rows import key_text
 from schemas.raw_event import RawEventError, decode_raw_event
 from state.change import expiry_changes

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from pyspark import RDD, StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -57,6 +57,7 @@ from pipeline.row_diff import TableDiff
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
 from runtime.config import CdcConfig
+from runtime.kafka_topics import topic_partitions
 from schemas.change_event import clean_topic_name
 from schemas.driver_rows import key_text
 from schemas.raw_event import RawEventError, decode_raw_key
@@ -85,13 +86,10 @@ async def _end_offsets(bootstrap: str, topic: str, read_committed: bool, timeout
     )
     await consumer.start()
     try:
-        partitions = consumer.partitions_for_topic(topic)
-        if not partitions:
-            await consumer._client.force_metadata_update()
-            partitions = consumer.partitions_for_topic(topic)
+        partitions = await topic_partitions(consumer, topic)
         if not partitions:
             return None
-        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in sorted(partitions)])
+        ends = await consumer.end_offsets(partitions)
         return {tp.partition: offset for tp, offset in ends.items()}
     finally:
         await consumer.stop()

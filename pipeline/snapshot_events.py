@@ -42,20 +42,11 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from cassandra_model.clustering_order import value_encoder
-from cassandra_model.cql_types import (
-    CqlType,
-    CustomType,
-    ListType,
-    MapType,
-    SetType,
-    UserType,
-    VectorType,
-)
+from cassandra_model.cql_types import CellLayout, CqlType
 from cassandra_model.digest import update_digest
 from cassandra_model.partition_update import NO_DELETION_TIME, Cell, PartitionUpdate, Row
 from cassandra_model.table_schema import ColumnSchema, TableSchema
-from cassandra_model.value_serializer import serialize
+from cassandra_model.value_serializer import native_bytes, serialize
 from pipeline.cassandra_scan import SCAN_TIME_KEY, ttl_key, write_time_key
 from pipeline.errors import PipelineError
 from schemas.raw_event import (
@@ -89,42 +80,6 @@ class SnapshotEvent:
     cells: int
 
 
-def _unsigned_vint(n: int) -> bytes:
-    """Cassandra's unsigned vint: n bytes carry 7n bits, the leading ones of the first byte count the
-    bytes that follow (nine bytes for the full 64 bits)."""
-    extra = 0
-    while extra < 8 and n >= 1 << (7 * (extra + 1)):
-        extra += 1
-    if extra == 0:
-        return bytes((n,))
-    if extra == 8:
-        return b"\xff" + n.to_bytes(8, "big")
-    body = n.to_bytes(extra + 1, "big")
-    return bytes(((0xFF << (8 - extra)) & 0xFF | body[0],)) + body[1:]
-
-
-def serialize_value(t: CqlType, value: Any) -> bytes:
-    """CQL native bytes of a cassandra-driver value (frozen form for collections, as cells hold them)."""
-    if isinstance(t, CustomType):
-        return bytes(value)
-    if isinstance(t, VectorType):
-        items = [serialize_value(t.element, v) for v in value]
-        if t.element.fixed_length is not None:
-            return b"".join(items)
-        return b"".join(_unsigned_vint(len(i)) + i for i in items)
-    if isinstance(t, MapType) and not t.key.hashable:
-        # the driver's map with unhashable keys: serialize pairs in Cassandra's key order
-        encode = value_encoder(t.key)
-        pairs = sorted(
-            ((serialize_value(t.key, k), serialize_value(t.value, v)) for k, v in value.items()),
-            key=lambda kv: encode(kv[0]) if kv[0] else b"",
-        )
-        return len(pairs).to_bytes(4, "big") + b"".join(
-            len(k).to_bytes(4, "big") + k + len(v).to_bytes(4, "big") + v for k, v in pairs
-        )
-    return serialize(t, value)
-
-
 def list_path(base_us: int, index: int) -> bytes:
     """A version-1 timeuuid for the ``index``-th element of a list whose oldest element was written at
     ``base_us``: times increase with the position, so the paths sort in list order."""
@@ -155,7 +110,7 @@ class _Builder:
     def value(self, column: ColumnSchema | Any, value: Any, t: CqlType | None = None) -> bytes:
         t = t or column.type
         try:
-            return serialize_value(t, value)
+            return serialize(t, value)
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
             raise self.fail(column, f"cannot serialize {value!r} as {t.cql()}: {exc}") from exc
 
@@ -175,49 +130,34 @@ class _Builder:
                 column, f"WRITETIME gave {times!r}, not one write time per element (needs Cassandra 5.0)"
             )
         ttls = ttls if isinstance(ttls, list) else [None] * len(times)
-        if isinstance(t, UserType):
-            # one entry per field of the type, None where the field has no live cell
-            fields = dict(value)
-            if len(times) != len(t.field_names) or len(ttls) != len(times):
-                raise self.fail(column, f"WRITETIME gave {times!r} for the {len(t.field_names)} fields")
-            return [
-                self._cell(
-                    column, ts, tl, scan_time, i.to_bytes(2, "big"), self.value(column, fields[name], ft)
-                )
-                for i, (name, ft, ts, tl) in enumerate(
-                    zip(t.field_names, t.field_types, times, ttls, strict=True)
-                )
-                if ts is not None and fields.get(name) is not None
-            ]
         elements = self._elements(column, t, value)
+        layout = t.cell_layout
         if len(times) != len(elements) or len(ttls) != len(times):
-            raise self.fail(column, f"WRITETIME gave {times!r} for {len(elements)} elements")
-        if isinstance(t, ListType):
+            what = (
+                f"the {len(elements)} fields" if layout is CellLayout.FIELDS else f"{len(elements)} elements"
+            )
+            raise self.fail(column, f"WRITETIME gave {times!r} for {what}")
+        if layout is CellLayout.LIST:
             base = min(times)
             return [
                 self._cell(column, ts, tl, scan_time, list_path(base, i), v)
                 for i, ((_, v), ts, tl) in enumerate(zip(elements, times, ttls, strict=True))
             ]
+        # a UDT has one entry per field of the type: no write time or no value where no cell is live
         return [
             self._cell(column, ts, tl, scan_time, path, v)
             for (path, v), ts, tl in zip(elements, times, ttls, strict=True)
+            if ts is not None and v is not None
         ]
 
-    def _elements(self, column: ColumnSchema, t: CqlType, value: Any) -> list[tuple[bytes | None, bytes]]:
+    def _elements(
+        self, column: ColumnSchema, t: CqlType, value: Any
+    ) -> list[tuple[bytes | None, bytes | None]]:
         """(path, value) of each element in Cassandra's cell order (the order WRITETIME lists them)."""
-        if isinstance(t, ListType):
-            return [(None, self.value(column, v, t.element)) for v in value]
-        if isinstance(t, SetType):
-            encode = value_encoder(t.element)
-            paths = sorted(
-                (self.value(column, v, t.element) for v in value), key=lambda b: encode(b) if b else b""
-            )
-            return [(p, b"") for p in paths]
-        if isinstance(t, MapType):
-            encode = value_encoder(t.key)
-            pairs = [(self.value(column, k, t.key), self.value(column, v, t.value)) for k, v in value.items()]
-            return sorted(pairs, key=lambda kv: encode(kv[0]) if kv[0] else b"")
-        raise self.fail(column, f"cannot bootstrap a non-frozen {t.cql()}")
+        try:
+            return t.element_cells(value, native_bytes)
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+            raise self.fail(column, f"cannot serialize {value!r} as {t.cql()}: {exc}") from exc
 
     @staticmethod
     def _cell(

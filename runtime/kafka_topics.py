@@ -1,11 +1,14 @@
-"""Creating the Kafka topics a process needs, with the partition count and cleanup policy it relies on."""
+"""Creating the Kafka topics a process needs, with the partition count and cleanup policy it relies on, and
+finding the partitions of a topic a consumer reads without subscribing."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
@@ -50,3 +53,27 @@ async def ensure_topics(
         return counts
     finally:
         await admin.close()
+
+
+async def topic_partitions(
+    consumer: AIOKafkaConsumer, topic: str, *, timeout_s: float = 0.0, interval_s: float = 0.2
+) -> list[TopicPartition]:
+    """The partitions of ``topic``, sorted; [] when the topic has not shown up within ``timeout_s``.
+
+    A started consumer knows the topics that existed when it fetched its metadata, and
+    ``partitions_for_topic`` reads only that cache: a topic created later, or one the consumer never
+    subscribed to (the callers ``assign`` partitions), stays unknown until the next refresh, minutes later.
+    aiokafka has no public call to refresh metadata for such a topic, hence the client's private
+    ``force_metadata_update()``. It asks for every topic, not this one, so a broker that auto-creates
+    topics does not create it. ``timeout_s`` 0 refreshes once; more keeps refreshing every ``interval_s``
+    for a topic another process is about to create.
+    """
+    found = consumer.partitions_for_topic(topic)
+    deadline = time.monotonic() + timeout_s
+    while not found:
+        await consumer._client.force_metadata_update()
+        found = consumer.partitions_for_topic(topic)
+        if found or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(interval_s)
+    return [TopicPartition(topic, p) for p in sorted(found or ())]

@@ -1,6 +1,7 @@
 """Agents and workers as child processes (`python -m cdc agent|worker --config FILE`), as operators run them.
 
-`cdc verify` and the demo start, kill (-9), restart and query them over HTTP; each writes its own log.
+`cdc verify`, the demo and the benchmarks start, kill (-9), restart and query them over HTTP; each writes
+its own log.
 """
 
 from __future__ import annotations
@@ -20,8 +21,13 @@ from typing import Any
 
 import yaml
 
+#: how the line that marks each start in a child's log begins (the lines after it are the child's own)
+START_MARKER = "==== start "
+
 
 def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on now, chosen by the OS, for a child's HTTP endpoint or a test server
+    (another process may take it before the caller binds it, so use it right away)."""
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
@@ -36,8 +42,16 @@ class ServiceProcess:
     """One `cdc agent` or `cdc worker` child process: its config file, log, HTTP port and exit code."""
 
     def __init__(
-        self, command: str, name: str, config: dict[str, Any], workdir: Path, http_port: int
+        self,
+        command: str,
+        name: str,
+        config: dict[str, Any],
+        workdir: Path,
+        http_port: int,
+        *,
+        log_format: str = "text",
     ) -> None:
+        """``log_format`` "json" for a log a program reads back (the benchmarks), "text" for people."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.command = command
         self.name = name
@@ -46,38 +60,59 @@ class ServiceProcess:
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         self.log_path = workdir / f"{name}.log"
         self.port = http_port
+        self.log_format = log_format
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.started_at = 0.0
+        """time.monotonic() of the latest start"""
 
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def start(self, env: dict[str, str] | None = None) -> None:
-        """Start (if not running); ``env`` adds variables to a CDC__-free copy of this environment."""
+    @property
+    def pid(self) -> int | None:
+        """The child's pid while it runs (for /proc readings); None before its start and after its exit."""
+        return self.process.pid if self.process is not None and self.running else None
+
+    def command_line(self, profile_to: Path | None = None) -> list[str]:
+        """``python -m cdc COMMAND --config FILE``; under cProfile with ``profile_to`` (its stats file)."""
+        profiler = [] if profile_to is None else ["-m", "cProfile", "-o", str(profile_to)]
+        return [
+            sys.executable,
+            *profiler,
+            "-m",
+            "cdc",
+            self.command,
+            "--config",
+            str(self.config_path),
+            "--log-format",
+            self.log_format,
+        ]
+
+    def start(
+        self, env: dict[str, str] | None = None, *, profile_to: Path | None = None, cwd: Path | None = None
+    ) -> None:
+        """Start (if not running); ``env`` adds variables to a CDC__-free copy of this environment;
+        ``profile_to`` runs it under cProfile (stop it with SIGINT: it writes the stats as it unwinds);
+        ``cwd`` is its working directory (``python -m`` imports from there first: a benchmark runs another
+        checkout's code that way)."""
         if self.running:
             return
         self.starts += 1
         with self.log_path.open("ab") as out:
-            out.write(f"\n==== start {self.starts} at {time.strftime('%H:%M:%S')}\n".encode())
+            out.write(f"\n{START_MARKER}{self.starts} at {time.strftime('%H:%M:%S')}\n".encode())
             out.flush()
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "cdc",
-                    self.command,
-                    "--config",
-                    str(self.config_path),
-                    "--log-format",
-                    "text",
-                ],
+                self.command_line(profile_to),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env={**environment_without_cdc_overrides(), **(env or {})},
+                cwd=cwd,
                 start_new_session=True,
             )
+        self.started_at = time.monotonic()
 
     def kill(self) -> None:
         """kill -9: no drain, no final commit."""
@@ -85,12 +120,12 @@ class ServiceProcess:
             self.process.kill()
             self.process.wait(10)
 
-    def stop(self, timeout_s: float = 30.0) -> int | None:
-        """SIGTERM and wait; kill -9 after ``timeout_s``. Returns the exit code."""
+    def stop(self, timeout_s: float = 30.0, *, signal_number: int = signal.SIGTERM) -> int | None:
+        """SIGTERM (or ``signal_number``) and wait; kill -9 after ``timeout_s``. Returns the exit code."""
         if self.process is None:
             return None
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.process.send_signal(signal_number)
             try:
                 self.process.wait(timeout_s)
             except subprocess.TimeoutExpired:
@@ -133,13 +168,19 @@ class ServiceProcess:
         got = self.get_json("/health", 2.0)
         return got is not None and isinstance(got[1], dict) and got[1].get("status") == "ok"
 
-    def wait_healthy(self, timeout_s: float) -> None:
+    def check_alive(self) -> None:
+        """Fail, with the tail of its log, once the child has exited: waiting on it would only time out."""
+        if not self.running:
+            raise RuntimeError(
+                f"{self.name} exited with {self.process and self.process.returncode}:\n{self.log_tail()}"
+            )
+
+    def wait_healthy(self, timeout_s: float, *, poll_s: float = 0.2) -> float:
+        """Until /health says ok; the seconds since the start (a benchmark reports them)."""
         deadline = time.monotonic() + timeout_s
         while not self.healthy():
-            if not self.running:
-                raise RuntimeError(
-                    f"{self.name} exited with {self.process and self.process.returncode}:\n{self.log_tail()}"
-                )
+            self.check_alive()
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name} not healthy after {timeout_s:.0f} s:\n{self.log_tail()}")
-            time.sleep(0.2)
+            time.sleep(poll_s)
+        return time.monotonic() - self.started_at

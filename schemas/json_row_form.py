@@ -15,7 +15,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from cassandra_model.cql_types import CqlType, NativeType
+from cassandra_model.cql_types import NATIVE_TYPES, CqlType
 from cassandra_model.partition_update import split_composite_key
 from cassandra_model.table_schema import ColumnSchema, TableSchema
 from state.row_image import RowImage, decode_column
@@ -53,34 +53,62 @@ def _sized(size: int, one_step: ValueForm, two_steps: ValueForm) -> ValueForm:
     return form
 
 
+def _int_form(convert: Callable[[Any], Any] | None, slow: ValueForm) -> ValueForm:
+    if convert is not None:
+        return slow
+    return _sized(4, lambda raw: _INT(raw)[0], slow)
+
+
+def _bigint_form(convert: Callable[[Any], Any] | None, slow: ValueForm) -> ValueForm:
+    """bigint, and timestamp: its JSON form is its milliseconds, as serialized."""
+    after = convert or (lambda v: v)
+    return _sized(8, lambda raw: after(_BIGINT(raw)[0]), slow)
+
+
+def _uuid_form(convert: Callable[[Any], Any] | None, slow: ValueForm) -> ValueForm:
+    return _sized(16, _uuid_text, slow) if convert is str else slow
+
+
+def _double_form(convert: Callable[[Any], Any] | None, slow: ValueForm) -> ValueForm:
+    after = convert or (lambda v: v)
+    return _sized(8, lambda raw: after(_DOUBLE(raw)[0]), slow)
+
+
+def _boolean_form(convert: Callable[[Any], Any] | None, slow: ValueForm) -> ValueForm:
+    return _sized(1, lambda raw: raw[0] != 0, slow) if convert is None else slow
+
+
+def _text_form(convert: Callable[[Any], Any] | None, slow: ValueForm) -> ValueForm:
+    if convert is not None:
+        return slow
+
+    def text(raw: bytes) -> Any:
+        try:
+            return raw.decode("utf-8")
+        except (UnicodeDecodeError, AttributeError):  # a bad value, or not bytes: the decoder decides
+            return slow(raw)
+
+    return text
+
+
+#: the one-step forms, by type (native types only; every other type takes the two steps)
+_ONE_STEP: dict[CqlType, Callable[[Callable[[Any], Any] | None, ValueForm], ValueForm]] = {
+    NATIVE_TYPES["int"]: _int_form,
+    NATIVE_TYPES["bigint"]: _bigint_form,
+    NATIVE_TYPES["timestamp"]: _bigint_form,
+    NATIVE_TYPES["uuid"]: _uuid_form,
+    NATIVE_TYPES["timeuuid"]: _uuid_form,
+    NATIVE_TYPES["double"]: _double_form,
+    NATIVE_TYPES["boolean"]: _boolean_form,
+    NATIVE_TYPES["text"]: _text_form,
+}
+
+
 def value_form(cql_type: CqlType, convert: Callable[[Any], Any] | None) -> ValueForm:
     """The JSON form of one serialized value of ``cql_type``, ``convert`` being the codec's converter."""
     slow = _two_steps(cql_type, convert)
-    if not isinstance(cql_type, NativeType):
-        return slow
-    name = cql_type.name
-    if name == "int" and convert is None:
-        return _sized(4, lambda raw: _INT(raw)[0], slow)
-    if name in ("bigint", "timestamp"):  # a timestamp's JSON form is its milliseconds, as serialized
-        after = convert or (lambda v: v)
-        return _sized(8, lambda raw: after(_BIGINT(raw)[0]), slow)
-    if name in ("uuid", "timeuuid") and convert is str:
-        return _sized(16, _uuid_text, slow)
-    if name == "double":
-        after = convert or (lambda v: v)
-        return _sized(8, lambda raw: after(_DOUBLE(raw)[0]), slow)
-    if name == "boolean" and convert is None:
-        return _sized(1, lambda raw: raw[0] != 0, slow)
-    if name == "text" and convert is None:
-
-        def text(raw: bytes) -> Any:
-            try:
-                return raw.decode("utf-8")
-            except (UnicodeDecodeError, AttributeError):  # a bad value, or not bytes: the decoder decides
-                return slow(raw)
-
-        return text
-    return slow
+    one_step = _ONE_STEP.get(cql_type)
+    return slow if one_step is None else one_step(convert, slow)
 
 
 #: a non-key column: name, static, whether ``form`` takes the whole column image (counters, multi-cell

@@ -15,12 +15,16 @@ import uuid
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.errors import SchemaError
-from cassandra_model.schema_loader import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
+from runtime.kafka_topics import topic_partitions
 from schemas.schema_event import SchemaEvent, SchemaEventError, SchemaTopicError
 
 log = logging.getLogger(__name__)
+
+#: how long a starting worker waits for the schema topic (an agent starting beside it creates it)
+SCHEMA_TOPIC_WAIT_S = 10.0
 
 
 class TableSchemas:
@@ -80,12 +84,9 @@ class TableSchemas:
         self._follow = asyncio.get_running_loop().create_task(self._follow_topic(consumer))
 
     async def _partitions(self, consumer: AIOKafkaConsumer) -> list[TopicPartition]:
-        for _ in range(50):
-            found = consumer.partitions_for_topic(self.topic)
-            if found:
-                return [TopicPartition(self.topic, p) for p in sorted(found)]
-            await consumer._client.force_metadata_update()
-            await asyncio.sleep(0.2)
+        found = await topic_partitions(consumer, self.topic, timeout_s=SCHEMA_TOPIC_WAIT_S)
+        if found:
+            return found
         raise SchemaTopicError(
             f"schema topic {self.topic} does not exist at {self.bootstrap_servers}: start an agent first "
             "(it creates the topic and publishes the table schemas), or check kafka.schema_topic"

@@ -5,10 +5,9 @@ The merge core here is pure (no I/O): ``PartitionState.apply`` merges raw events
 images before and after into change events. Storage (RocksDB) wraps these later.
 """
 
-from cassandra_model.clustering_order import ClusteringKeyOrder, compare_values
 from state.cell_merge import Cell, Deletion, Liveness
 from state.change import RowChange, apply_with_changes, diff, expiry_changes, next_expiry
-from state.errors import ClusteringValueError, CounterContextError, StateError
+from state.errors import CounterContextError, StateError
 from state.partition_state import ApplyResult, PartitionState
 from state.row_image import RowImage, cell_metadata, decode_row, partition_images, primary_key, row_image
 from state.table_layout import clustering_key
@@ -16,8 +15,6 @@ from state.table_layout import clustering_key
 __all__ = [
     "ApplyResult",
     "Cell",
-    "ClusteringKeyOrder",
-    "ClusteringValueError",
     "CounterContextError",
     "Deletion",
     "Liveness",
@@ -28,7 +25,6 @@ __all__ = [
     "apply_with_changes",
     "cell_metadata",
     "clustering_key",
-    "compare_values",
     "decode_row",
     "diff",
     "expiry_changes",

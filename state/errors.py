@@ -1,10 +1,10 @@
-"""Errors of the merge core: each names what could not be merged and why."""
+"""Errors of the merge core: each names what could not be merged and why.
+
+A clustering value that does not fit its type is the model's ``ClusteringValueError``: the ordering of
+CQL values lives in ``cassandra_model.clustering_order``.
+"""
 
 from __future__ import annotations
-
-from cassandra_model.errors import ClusteringValueError
-
-__all__ = ["ClusteringValueError", "CounterContextError", "StateError", "StoreError"]
 
 
 class StateError(ValueError):

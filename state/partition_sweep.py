@@ -3,7 +3,7 @@
 A partition deletion or a range deletion hides rows the update does not name, and a change of static
 columns changes every row's image, since static columns are part of it. The store writes such updates
 to the partition header alone (the rows keep what a covering deletion deletes until the deletion is
-purged, see store_transaction). So the change of each such row follows from the row as stored and the
+purged, see state.store.transaction). So the change of each such row follows from the row as stored and the
 header on each side, and can be worked out while the rows stream past: no partition is held whole.
 
 The sweep also records whether any row exists on each side, which decides the static-only row (live

@@ -2,9 +2,9 @@
 
 A row holds only what is not shadowed: whenever a deletion grows, everything it deletes (timestamp <= the
 deletion's) is dropped, and whatever arrives later already shadowed is never stored. (In the store, a row
-under a partition or range deletion is shadowed when it is read; see store_transaction.) Because deletions
-only grow, "keep a version iff it wins its key and no deletion covering it is >= it" gives the same
-state for any order and any repetition of the same updates.
+under a partition or range deletion is shadowed when it is read; see state.store.transaction.) Because
+deletions only grow, "keep a version iff it wins its key and no deletion covering it is >= it" gives the
+same state for any order and any repetition of the same updates.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cassandra_model.clustering_order import ClusteringKeyOrder, component_encoder, is_byte_identical
-from cassandra_model.cql_types import NATIVE_TYPES, CqlType, ListType, MapType, NativeType, SetType
+from cassandra_model.clustering_order import ClusteringKeyOrder, component_encoder
+from cassandra_model.cql_types import CellLayout, CqlType
 from cassandra_model.table_schema import ColumnSchema, TableSchema
 
 PathKey = Callable[[bytes], bytes]
@@ -33,27 +33,17 @@ class ColumnLayout:
     dropped_time: int | None
 
 
-def _path_type(t: CqlType) -> CqlType | None:
-    if isinstance(t, ListType):
-        return NATIVE_TYPES["timeuuid"]
-    if isinstance(t, SetType):
-        return t.element
-    if isinstance(t, MapType):
-        return t.key
-    return None  # UDT / tuple: a 2-byte field index, ordered by its bytes
-
-
 def _column(col: ColumnSchema, is_static: bool, dropped_time: int | None) -> ColumnLayout:
     t = col.type
-    path_type = _path_type(t) if t.multi_cell else None
+    path_type = t.path_type if t.multi_cell else None  # None for UDT/tuple: a field index, by its bytes
     order = component_encoder(path_type) if path_type is not None else None
-    key = order if path_type is not None and not is_byte_identical(path_type) else None
+    key = order if path_type is not None and not path_type.byte_identical else None
     return ColumnLayout(
         col.name,
         t,
         is_static,
         t.multi_cell,
-        isinstance(t, NativeType) and t.name == "counter",
+        t.is_counter,
         key,
         order,
         dropped_time,
@@ -74,9 +64,7 @@ class TableLayout:
         self.columns = {**self.static, **self.regular}
         self.is_counter = schema.is_counter
         #: list columns: their cell paths are timeuuids nobody sees, so images compare their values only
-        self.lists = frozenset(
-            n for n, c in self.columns.items() if c.is_complex and isinstance(c.type, ListType)
-        )
+        self.lists = frozenset(n for n, c in self.columns.items() if c.type.cell_layout is CellLayout.LIST)
 
 
 _LAYOUTS: dict[int, tuple[TableSchema, TableLayout]] = {}

@@ -16,20 +16,13 @@ import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from cassandra.encoder import Encoder
 
-from cassandra_model.cql_types import (
-    CqlType,
-    ListType,
-    MapType,
-    SetType,
-    TupleType,
-    UserType,
-)
+from cassandra_model.cql_types import CellLayout, CqlType, SerializedValue, UserType
 from cassandra_model.table_schema import ClusteringOrder, ColumnSchema, TableSchema
-from cassandra_model.value_serializer import SerializedValue, serialize
+from cassandra_model.value_serializer import native_bytes, serialize
 from schemas.raw_event import RAW_FORMAT, decode_raw_event, encode_raw_event
 
 NOW = 1_700_000_000
@@ -59,14 +52,9 @@ def _literal(value: Any) -> str:
 
 
 def _typed_literal(t: CqlType | None, value: Any) -> str:
-    """A CQL literal; UDT values are written ``{field: value}`` (the encoder would quote field names)
-    and tuples ``(a, b)`` (the encoder writes Python tuples as lists)."""
-    if isinstance(t, UserType) and isinstance(value, dict):
-        types = dict(zip(t.field_names, t.field_types, strict=True))
-        return "{" + ", ".join(f"{n}: {_typed_literal(types[n], v)}" for n, v in value.items()) + "}"
-    if isinstance(t, TupleType) and isinstance(value, tuple):
-        return "(" + ", ".join(_typed_literal(e, v) for e, v in zip(t.elements, value, strict=True)) + ")"
-    return _literal(value)
+    """A CQL literal, written by the column's type when it is known (UDTs as ``{field: value}``, tuples
+    as ``(a, b)``)."""
+    return _literal(value) if t is None else t.cql_literal(value, _literal)
 
 
 def _column_type(schema: TableSchema, name: str) -> CqlType | None:
@@ -467,28 +455,14 @@ class EventBuilder:
     def _elements(
         self, column: ColumnSchema, value: Any, ts: int, ttl: int, now: int
     ) -> list[dict[str, Any]]:
-        t = column.type
+        """The cells of a non-frozen collection or UDT value (list paths: this write's timeuuids; null
+        UDT fields are not written: the overwrite's deletion clears them)."""
         name = column.name
-        if isinstance(t, ListType):
-            return [
-                self.cell(name, serialize(t.element, v), ts, ttl=ttl, now=now, path=self.list_path(ts, i))
-                for i, v in enumerate(value)
-            ]
-        if isinstance(t, SetType):
-            return [self.cell(name, b"", ts, ttl=ttl, now=now, path=serialize(t.element, v)) for v in value]
-        if isinstance(t, MapType):
-            return [
-                self.cell(name, serialize(t.value, v), ts, ttl=ttl, now=now, path=serialize(t.key, k))
-                for k, v in dict(value).items()
-            ]
-        if isinstance(t, UserType):
-            fields = dict(value)  # null fields are not written: the overwrite's deletion clears them
-            return [
-                self.cell(name, serialize(ft, fields[f]), ts, ttl=ttl, now=now, path=i.to_bytes(2, "big"))
-                for i, (f, ft) in enumerate(zip(t.field_names, t.field_types, strict=True))
-                if fields.get(f) is not None
-            ]
-        raise TypeError(f"{t.cql()} is not a collection or UDT")
+        return [
+            self.cell(name, raw, ts, ttl=ttl, now=now, path=self.list_path(ts, i) if path is None else path)
+            for i, (path, raw) in enumerate(column.type.element_cells(value, native_bytes))
+            if raw is not None
+        ]
 
     def _Write(self, op: Write, now: int) -> dict[str, Any]:
         static_cells, static_deletions = self._values_cells(op.values, op.ts, op.ttl, now, static=True)
@@ -586,17 +560,19 @@ class EventBuilder:
     def _RemoveElements(self, op: RemoveElements, now: int) -> dict[str, Any]:
         column = self.column(op.column)
         t = column.type
-        if not isinstance(t, SetType | MapType):
+        element = t.path_type
+        if t.cell_layout not in (CellLayout.SET, CellLayout.MAP) or element is None:
             raise TypeError("elements are removed by value from sets and by key from maps")
-        element = t.element if isinstance(t, SetType) else t.key
         cells = [self.cell(op.column, None, op.ts, now=now, path=serialize(element, v)) for v in op.elements]
         return self._complex_row(op, cells)
 
     def _SetField(self, op: SetField, now: int) -> dict[str, Any]:
         t = self.column(op.column).type
-        assert isinstance(t, UserType)
-        index = t.field_names.index(op.field_name)
-        raw = None if op.value is None else serialize(t.field_types[index], op.value)
+        if t.cell_layout is not CellLayout.FIELDS:
+            raise TypeError(f"{t.cql()} has no fields to set")
+        udt = cast(UserType, t)
+        index = udt.field_names.index(op.field_name)
+        raw = None if op.value is None else serialize(udt.field_types[index], op.value)
         cells = [self.cell(op.column, raw, op.ts, ttl=op.ttl, now=now, path=index.to_bytes(2, "big"))]
         return self._complex_row(op, cells)
 

@@ -11,15 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassandra_model.cql_types import (
-    CqlType,
-    ListType,
-    MapType,
-    SetType,
-    TupleType,
-    UserType,
-    to_json,
-)
+from cassandra_model.cql_types import CqlType, to_json
 from cassandra_model.digest import update_digest_hex
 from cassandra_model.errors import ValueDecodeError
 from cassandra_model.partition_update import (
@@ -41,21 +33,6 @@ def render_deletion(deletion: DeletionTime | None) -> dict[str, int] | None:
     }
 
 
-def _cell_types(t: CqlType, path: bytes) -> tuple[CqlType | None, CqlType | None]:
-    """(type of the path's element key, type of the cell value) of a complex cell."""
-    if isinstance(t, ListType):
-        return None, t.element
-    if isinstance(t, SetType):
-        return t.element, None
-    if isinstance(t, MapType):
-        return t.key, t.value
-    if isinstance(t, UserType | TupleType):
-        types = t.field_types if isinstance(t, UserType) else t.elements
-        index = int.from_bytes(path, "big") if len(path) == 2 else -1
-        return None, types[index] if 0 <= index < len(types) else None
-    return None, None
-
-
 def render_cell(cell: Cell) -> dict[str, Any]:
     out: dict[str, Any] = {
         "column": cell.column.name,
@@ -72,8 +49,9 @@ def render_cell(cell: Cell) -> dict[str, Any]:
         if cell.path is None:
             value_type: CqlType | None = cell.column.type
         else:
-            path_type, value_type = _cell_types(cell.column.type, cell.path)
-            out["path"] = to_json(cell.path_value, path_type)
+            column_type = cell.column.type
+            value_type = column_type.cell_value_type(cell.path)
+            out["path"] = to_json(cell.path_value, column_type.path_type)
         out["value"] = to_json(cell.value, value_type)
     except ValueDecodeError as exc:
         out["error"] = str(exc)

@@ -26,7 +26,7 @@ from agents.commitlog.mutation_decoder import decode_mutation
 from agents.commitlog.segment_reader import Damage, SegmentScan, Source, StopReason
 from cassandra_model.errors import UnknownTableError, ValueDecodeError
 from cassandra_model.partition_update import PartitionUpdate
-from cassandra_model.schema_loader import SchemaChange, schema_changes
+from cassandra_model.system_schema import SchemaChange, schema_changes
 from cassandra_model.table_schema import SchemaCatalog
 
 

@@ -20,6 +20,7 @@ from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 
 from cassandra_model.table_schema import TableSchema
+from runtime.kafka_topics import topic_partitions
 from schemas.change_codec import ChangeCodec
 from schemas.driver_rows import driver_row_image, key_text
 
@@ -106,11 +107,7 @@ async def read_topic_records(
     )
     await consumer.start()
     try:
-        partitions = consumer.partitions_for_topic(topic)
-        if not partitions:
-            await consumer._client.force_metadata_update()
-            partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        tps = await topic_partitions(consumer, topic)
         if not tps:
             return []
         consumer.assign(tps)

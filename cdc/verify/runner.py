@@ -23,21 +23,23 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.query import SimpleStatement
 
-from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import TableSchema
 from cdc.verify.faults import FaultInjector, FaultPlan, Supervisor
 from cdc.verify.oracle import by_key, chain_problems, compare, final_images, read_clean_topic, select_rows
-from cdc.verify.workload import Operation, Workload
+from cdc.verify.workload.operation import Operation
+from cdc.verify.workload.seeded_workload import Workload
 from infra.settings import InfraSettings
 from infra.stack import LocalStack
+from runtime.kafka_topics import topic_partitions
 from runtime.service_process import ServiceProcess, free_port
-from schemas.change_codec import JsonChangeCodec
+from schemas.change_json import JsonChangeCodec
 from schemas.driver_rows import key_text
 
 log = logging.getLogger(__name__)
@@ -426,11 +428,7 @@ async def _raw_end_and_lag(bootstrap: str, topic: str, group: str) -> tuple[int,
     await consumer.start()
     await admin.start()
     try:
-        partitions = consumer.partitions_for_topic(topic)
-        if not partitions:
-            await consumer._client.force_metadata_update()
-            partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        tps = await topic_partitions(consumer, topic)
         ends = await consumer.end_offsets(tps) if tps else {}
         committed = await admin.list_consumer_group_offsets(group)
     finally:

@@ -5,8 +5,8 @@ numeric order, and every variable-length part that is followed by something else
 that the keys of one partition never prefix those of another:
 
 - ``P`` table id (16) | u32 pk length | pk                      -> partition header (deletion, static row,
-  range tombstones; see store_codec)
-- ``R`` table id (16) | u32 pk length | pk | clustering key     -> one row (store_codec); the rows of a
+  range tombstones; see state.store.codec)
+- ``R`` table id (16) | u32 pk length | pk | clustering key     -> one row (state.store.codec); the rows of a
   partition are contiguous and in clustering order, so a range deletion is one key range
 - ``X`` u64 due second | table id | u32 pk length | pk | flag | clustering key -> b"" : when a row (flag 1)
   or the header (flag 0, no clustering key) next needs a look: a cell or liveness expires, or a tombstone

@@ -2,7 +2,7 @@
 
 One ``PartitionStore`` per raw-topic partition a worker owns, in its own directory, so that handing a
 partition to another worker moves one directory's worth of state (or none: the changelog rebuilds it).
-Changes go through ``transaction()`` (see store_transaction); the read helpers here read committed state
+Changes go through ``transaction()`` (see state.store.transaction); the read helpers here read committed state
 only, for the REST endpoint and tests.
 
 Memory is bounded by the RocksDB options, not by the data: memtables (``write_buffer_bytes`` x
@@ -50,7 +50,7 @@ from state.store.recent_digests import RecentDigests
 from state.store.transaction import StateTransaction
 
 MiB = 1024 * 1024
-#: layout version of the whole store (keys and meta); store_codec versions the values
+#: layout version of the whole store (keys and meta); state.store.codec versions the values
 STORE_FORMAT = 1
 
 _DIGEST_KIND = DIGEST[0]
@@ -91,8 +91,8 @@ class StoreOptions:
     #: earlier offset and catches up from the changelog when it is opened (a clean close flushes)
     write_ahead_log: bool = False
     #: rows one transaction rewrites, at most, to purge a partition or range deletion past gc_grace (the
-    #: store keeps the rows such a deletion covers as they were; see store_transaction). A wider deletion
-    #: is purged over several transactions, a second apart, and stays in force until then
+    #: store keeps the rows such a deletion covers as they were; see state.store.transaction). A wider
+    #: deletion is purged over several transactions, a second apart, and stays in force until then
     shadow_rows_per_transaction: int = 20_000
 
 

@@ -14,13 +14,13 @@ shows them, at most ``StoreOptions.shadow_rows_per_transaction`` per transaction
 
 Loads are sparse: a partition update reads the header and the rows it names. The other rows it changes
 (every row under a partition deletion or a change of static columns, the rows inside a range deletion)
-are streamed with ``rows`` by ``store_merge``, never loaded together. A table with static columns needs
+are streamed with ``rows`` by ``state.store.merge``, never loaded together. A table with static columns needs
 one more thing: whether some other row exists, because a partition with live static cells and no row
 shows a static-only row. For that a load adds one "witness": the first row, in clustering order, that
 exists and that the update cannot touch.
 
 Saves purge tombstones past gc_grace_seconds, write only rows whose bytes change, and keep the due
-index (``X`` keys, see store_keys) exact: every row and header has one entry at the earliest second at
+index (``X`` keys, see state.store.keys) exact: every row and header has one entry at the earliest second at
 which a live cell or liveness expires or a tombstone becomes purgeable, or none.
 """
 
@@ -309,7 +309,7 @@ class StateTransaction:
         range deletions (see the module docstring).
 
         The other rows the update changes (all of them under a partition deletion or a static change,
-        those inside a range deletion) are not loaded: ``store_merge`` streams them with ``rows``.
+        those inside a range deletion) are not loaded: ``state.store.merge`` streams them with ``rows``.
         """
         self._check_open()
         layout = layout_for(schema)
@@ -333,7 +333,7 @@ class StateTransaction:
         """The header and the given rows (None: the static row, always in the header), for the changes
         time made between ``since_s`` and ``now_s``. In a partition with live static cells at
         ``since_s``, also a witness row as ``load`` adds, unless a static cell expires in
-        ``(since_s, now_s]``: that changes every row, and ``store_merge`` streams them all."""
+        ``(since_s, now_s]``: that changes every row, and ``state.store.merge`` streams them all."""
         self._check_open()
         layout = layout_for(schema)
         table_id = schema.table_id.bytes

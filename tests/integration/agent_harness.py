@@ -13,7 +13,6 @@ import contextlib
 import json
 import random
 import signal
-import socket
 import struct
 import subprocess
 import threading
@@ -32,9 +31,9 @@ from aiokafka.partitioner import murmur2
 from cassandra.concurrent import execute_concurrent_with_args
 from prometheus_client.parser import text_string_to_metric_families
 
-from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.ddl_parser import load_schema_from_cql
 from infra.cql import connect
-from runtime.service_process import ServiceProcess
+from runtime.service_process import ServiceProcess, free_port
 from schemas.raw_event import decode_raw_event, decode_raw_key
 from schemas.schema_event import SchemaEvent
 
@@ -56,12 +55,6 @@ def wait_until(
             raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {detail}")
         time.sleep(interval_s)
     return time.monotonic() - started
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def unique_name(prefix: str) -> str:

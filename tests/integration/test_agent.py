@@ -19,7 +19,8 @@ import pytest
 
 from agents.commitlog.cdc_index import read_cdc_index
 from agents.commitlog.log_reader import decode_segment
-from cassandra_model.schema_loader import load_schema_from_cql, load_schema_from_session
+from cassandra_model.ddl_parser import load_schema_from_cql
+from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import SchemaCatalog
 from infra.cassandra import CassandraNode
 from runtime.service_process import environment_without_cdc_overrides

@@ -23,7 +23,7 @@ from agents.commitlog.log_reader import decode_segment
 from agents.commitlog.segment_reader import SegmentScan
 from cassandra_model.digest import update_digest
 from cassandra_model.partition_update import PartitionUpdate
-from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.system_schema import load_schema_from_session
 from infra.cassandra import CassandraNode, standalone_spec
 from infra.settings import InfraSettings
 from infra.stack import LocalStack

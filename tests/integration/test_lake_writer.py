@@ -10,12 +10,12 @@ from typing import Any
 from delta.tables import DeltaTable
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
 from pipeline.lake_merge import LakeWriter, existing_table
 from pipeline.lake_schema import KEY_COLUMN, OFFSET_COLUMN, PARTITION_COLUMN, lake_struct, lake_table_path
-from schemas.change_codec import JsonChangeCodec
 from schemas.change_event import ChangeSource
+from schemas.change_json import JsonChangeCodec
 
 _LATEST = StructType(
     [

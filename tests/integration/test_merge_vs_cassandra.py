@@ -34,7 +34,7 @@ from agents.commitlog.log_reader import decode_segment
 from cassandra_model.cql_types import UserType
 from cassandra_model.digest import update_digest
 from cassandra_model.schema_cql import table_to_cql
-from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import SchemaCatalog, TableSchema
 from infra.cassandra import CassandraNode
 from schemas.raw_event import decode_raw_event, encode_raw_event, raw_event_record

@@ -27,7 +27,7 @@ from pipeline.cassandra_scan import scan_table
 from pipeline.snapshot_events import table_events
 from pipeline.table_catalog import load_table_schemas
 from runtime.config import CassandraConfig, CdcConfig, KafkaConfig, PipelineConfig
-from schemas.change_codec import JsonChangeCodec
+from schemas.change_json import JsonChangeCodec
 from schemas.driver_rows import key_text
 from schemas.raw_event import decode_raw_event, is_snapshot_source
 from tests.integration.agent_harness import RawTopic, new_agent, running_agents, unique_name, wait_until

@@ -26,7 +26,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 
-from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import read_topic_records, select_rows
 from infra.cassandra import CassandraNode

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import select_rows
 from infra.cassandra import CassandraNode

@@ -21,7 +21,7 @@ import pytest
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 
-from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import select_rows
 from infra.cassandra import CassandraNode

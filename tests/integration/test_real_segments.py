@@ -29,7 +29,7 @@ from agents.commitlog.dump_format import render_update
 from agents.commitlog.log_reader import SegmentDecoder, decode_segment
 from cassandra_model.digest import update_digest_hex
 from cassandra_model.partition_update import PartitionUpdate, Row
-from cassandra_model.schema_loader import SchemaChange, load_schema_from_session
+from cassandra_model.system_schema import SchemaChange, load_schema_from_session
 from cassandra_model.table_schema import ClusteringOrder, ColumnKind, SchemaCatalog
 from infra.cassandra import CassandraNode
 from infra.cql import connect

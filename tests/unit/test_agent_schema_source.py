@@ -16,8 +16,8 @@ import pytest
 import agents.schema_source as schema_source_module
 from agents.metrics import AgentMetrics
 from agents.schema_source import MissAction, SchemaSource
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.errors import UnknownTableError
-from cassandra_model.schema_loader import load_schema_from_cql
 from cassandra_model.table_schema import SchemaCatalog
 from runtime.config import CassandraConfig
 

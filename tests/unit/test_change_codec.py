@@ -20,23 +20,16 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.validation import validate
 
 from cassandra_model.cql_types import CqlTime, Duration
-from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
-from schemas.change_codec import (
-    AvroChangeCodec,
-    ChangeDecodingError,
-    ChangeEncodingError,
-    JsonChangeCodec,
-    _avro_decimal,
-    _nanos_of_day,
-    avro_decimal,
-    avro_name,
-    cql_name_of,
-    encode_change_via_envelope,
-    json_value_row,
-    without_branches,
-)
+from schemas.change_avro import AvroChangeCodec, without_branches
+from schemas.change_avro_names import avro_name, cql_name_of
+from schemas.change_avro_reader import avro_decimal
+from schemas.change_avro_schema import decimal_record
+from schemas.change_codec import ChangeDecodingError, ChangeEncodingError, encode_change_via_envelope
+from schemas.change_conversions import nanos_of_day
 from schemas.change_event import ChangeSource, change_envelope, change_key
+from schemas.change_json import JsonChangeCodec, json_value_row
 from schemas.registry_client import InMemorySchemaRegistryClient, SchemaRegistryError
 from state import PartitionState, RowChange, apply_with_changes
 from testkit.event_builder import NOW, CounterShard, DeleteRow, EventBuilder, Operation, Raw, Write
@@ -532,7 +525,7 @@ def test_decimal_mapping_exact_for_signs_scales_and_byte_boundaries() -> None:
         "9" * 60,
     ):
         value = decimal.Decimal(text)
-        record = _avro_decimal(value)
+        record = decimal_record(value)
         assert (
             avro_decimal(record) == value
             and avro_decimal(record).as_tuple().exponent == value.as_tuple().exponent
@@ -547,8 +540,8 @@ def test_fallback_python_forms_of_time_values() -> None:
     codec = JsonChangeCodec()
     naive = {"pk": str(PK[0]), "Part 2": "p2", "ck1": dt.datetime(1970, 1, 1, 0, 0, 1), "ck2": (1, "x")}
     assert codec.decode_key(codec.encode_key(EVERYTHING, naive))["ck1"] == 1000
-    assert _nanos_of_day(dt.time(0, 0, 1, 5)) == 1_000_005_000
-    assert _nanos_of_day(CqlTime(7)) == 7
+    assert nanos_of_day(dt.time(0, 0, 1, 5)) == 1_000_005_000
+    assert nanos_of_day(CqlTime(7)) == 7
 
 
 # ---------------------------------------------------------------------------------------------------------

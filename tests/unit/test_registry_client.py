@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import urllib.parse
 from collections.abc import Iterator
 
 import pytest
 
-from schemas.change_codec import AvroChangeCodec
+from runtime.service_process import free_port
+from schemas.change_avro import AvroChangeCodec
 from schemas.change_event import ChangeSource, change_envelope, change_key
 from schemas.registry_client import (
     HttpSchemaRegistryClient,
@@ -28,12 +28,6 @@ SCHEMA = '{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}'
 def registry() -> Iterator[tuple[str, RegistryState]]:
     with running_registry() as served:
         yield served
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_register_and_get(registry: tuple[str, RegistryState]) -> None:

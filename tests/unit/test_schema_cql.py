@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.schema_cql import catalog_from_cql, table_to_cql
-from cassandra_model.schema_loader import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
 
 DDL = """

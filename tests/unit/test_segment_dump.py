@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agents.commitlog.log_reader import decode_segment
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.digest import upstream_hash
-from cassandra_model.schema_loader import load_schema_from_cql
 from cdc.cli import main
 from tests.dump_contract import CELL_KEYS, ROW_KEYS, UPDATE_KEYS
 from tests.unit.legacy_fixtures import read_hash_txt, standard1_cql

@@ -14,7 +14,9 @@ import pytest
 from cassandra.encoder import Encoder
 from cassandra.query import bind_params
 
-from cdc.verify.workload import KINDS, Operation, Phase, Udt, Workload
+from cdc.verify.workload.operation import KINDS, Operation, Phase
+from cdc.verify.workload.random_values import Udt
+from cdc.verify.workload.seeded_workload import Workload
 
 BASE = 1_700_000_000_000_000
 NATIVE_TYPES = (

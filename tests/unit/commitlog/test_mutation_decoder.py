@@ -22,6 +22,7 @@ from agents.commitlog.errors import DECODE_ERRORS, MutationDecodeError, UnknownC
 from agents.commitlog.mutation_decoder import decode_mutation
 from agents.commitlog.segment_reader import SegmentScan
 from cassandra_model.cql_types import CqlTime
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.digest import update_digest, update_digest_hex, upstream_hash, upstream_value_hash
 from cassandra_model.errors import UnknownTableError
 from cassandra_model.partition_update import (
@@ -32,9 +33,8 @@ from cassandra_model.partition_update import (
     RangeTombstoneBound,
     RangeTombstoneBoundary,
 )
-from cassandra_model.schema_loader import (
+from cassandra_model.system_schema import (
     SchemaChange,
-    load_schema_from_cql,
     load_schema_from_session,
     schema_changes,
     system_schema_tables,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
 from pipeline.raw_replay import (
     PartitionReplay,
@@ -26,8 +26,8 @@ from pipeline.raw_replay import (
     replay_partition,
 )
 from pipeline.replay_job import _clean_record, _lake_row
-from schemas.change_codec import JsonChangeCodec, json_value_row
 from schemas.change_event import change_key
+from schemas.change_json import JsonChangeCodec, json_value_row
 from schemas.driver_rows import key_text
 from schemas.raw_event import RawEventError, decode_raw_event, encode_raw_event
 from state.row_image import RowImage, decode_row, partition_images

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 
-from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.ddl_parser import load_schema_from_cql
 from pipeline.lake_schema import normalize_json_form
 from pipeline.row_diff import TableDiff, differing_columns
 

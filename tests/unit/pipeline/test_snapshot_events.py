@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from cassandra_model.cql_types import NATIVE_TYPES, VectorType
-from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
+from cassandra_model.value_serializer import serialize as serialize_value
 from pipeline.cassandra_scan import (
     MAX_TOKEN,
     MIN_TOKEN,
@@ -25,7 +26,7 @@ from pipeline.cassandra_scan import (
     write_time_key,
 )
 from pipeline.errors import PipelineError
-from pipeline.snapshot_events import partition_updates, serialize_value, snapshot_event, table_events
+from pipeline.snapshot_events import partition_updates, snapshot_event, table_events
 from runtime.config import CdcConfig
 from schemas.change_event import ChangeSource, change_envelope
 from schemas.driver_rows import driver_value

@@ -1,4 +1,4 @@
-"""Every merge rule of DESIGN.md as a table of cases: CQL-like writes, then the rows SELECT shows.
+"""Every merge rule of docs/ARCHITECTURE.md as a table of cases: CQL-like writes, then the rows SELECT shows.
 
 One table for two kinds of tests. The pure tests (test_merge_rules.py) merge the cases' raw events and
 check the rows written here by hand. The oracle (tests/integration/test_merge_vs_cassandra.py) runs the
@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from cassandra_model.cql_types import ListType
-from cassandra_model.schema_loader import load_schema_from_cql
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
 from cassandra_model.value_serializer import serialize
 from state.cell_merge import Cell

@@ -3,9 +3,9 @@
 It shares no code with ``state``: it keeps every version of everything, and at read time picks each
 cell's winner by Cassandra's reconcile rule written as a sort key, then checks it against the largest
 deletion covering it (partition, range by decoded-value comparison, row, complex). That is the read path
-stated in DESIGN.md, evaluated directly instead of incrementally. Limits: collection paths are compared by
-their bytes (use element types whose equal values have equal bytes), no counters, clustering types whose
-decoded Python values order like Cassandra (int types, text).
+of docs/ARCHITECTURE.md ("Merge rules"), evaluated directly instead of incrementally. Limits: collection
+paths are compared by their bytes (use element types whose equal values have equal bytes), no counters,
+clustering types whose decoded Python values order like Cassandra (int types, text).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every merge rule of DESIGN.md as a table (merge_cases.py): writes, then the rows SELECT shows.
+"""Each merge rule of docs/ARCHITECTURE.md as a table (merge_cases.py): writes, then the rows SELECT shows.
 
 Each case is also merged in reverse order and in shuffled orders with duplicates, which must give the
 same state. The same table runs against a real Cassandra in tests/integration/test_merge_vs_cassandra.py.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from state import ClusteringValueError, PartitionState, StateError, clustering_key, decode_row, row_image
+from cassandra_model.errors import ClusteringValueError
+from state import PartitionState, StateError, clustering_key, decode_row, row_image
 from testkit.event_builder import (
     NOW,
     DeletePartition,

@@ -58,7 +58,7 @@ def header_needed(result: Any) -> bool:
 
 class StoreWorker:
     """One partition's worker on a store: per batch, the due rows first (expiry, purge), then the
-    events, then one commit (``store_merge``, as the worker runs it); every transaction's changelog is
+    events, then one commit (``state.store.merge``, as the worker runs it); every transaction's changelog is
     kept as the changelog topic would."""
 
     def __init__(self, store: PartitionStore, schema: TableSchema, *, due_limit: int = 100_000) -> None:

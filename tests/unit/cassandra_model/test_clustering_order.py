@@ -17,8 +17,9 @@ import pytest
 
 from cassandra_model.clustering_order import ClusteringKeyOrder, compare_values, is_byte_identical
 from cassandra_model.cql_types import parse_cql_type
+from cassandra_model.errors import ClusteringValueError
 from cassandra_model.table_schema import UdtRegistry
-from state.errors import ClusteringValueError
+from cassandra_model.value_serializer import serialize
 from testkit.event_builder import (
     EXCL_END,
     EXCL_END_INCL_START,
@@ -27,7 +28,6 @@ from testkit.event_builder import (
     INCL_END_EXCL_START,
     INCL_START,
     Raw,
-    serialize,
 )
 from tests.unit.state.support import table
 

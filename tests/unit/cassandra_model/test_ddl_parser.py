@@ -1,32 +1,15 @@
-"""Schema sources: CQL DDL files, a driver Session over system_schema, and schema changes in the log."""
+"""Table schemas from CQL DDL files and text, and the SchemaCatalog they fill."""
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
-from collections import namedtuple
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cassandra_model.cql_types import NATIVE_TYPES, parse_cql_type
+from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.errors import SchemaError, UnknownTableError
-from cassandra_model.partition_update import (
-    BoundKind,
-    DeletionTime,
-    PartitionUpdate,
-    RangeTombstoneBound,
-    Row,
-)
-from cassandra_model.schema_loader import (
-    SchemaChange,
-    load_schema_from_cql,
-    load_schema_from_session,
-    schema_changes,
-    system_schema_tables,
-    system_table_id,
-)
 from cassandra_model.table_schema import (
     ClusteringOrder,
     ColumnKind,
@@ -208,161 +191,3 @@ def test_table_schema_validation() -> None:
     bad_key = (ColumnSchema("k", ColumnKind.PARTITION_KEY, 0, parse_cql_type("list<int>")),)
     with pytest.raises(SchemaError, match="multi-cell"):
         TableSchema("ks", "t", ORDERS_ID, bad_key)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# a driver Session (faked: the real one is exercised against Cassandra elsewhere)
-
-
-class FakeSession:
-    """Answers the system_schema queries with canned rows, like a driver Session with a row factory."""
-
-    def __init__(self, tables: dict[str, list[Any]]) -> None:
-        self.tables = tables
-        self.queries: list[str] = []
-
-    def execute(self, query: str) -> list[Any]:
-        self.queries.append(query)
-        table = query.split("FROM system_schema.")[1].split()[0]
-        return self.tables.get(table, [])
-
-
-TableRow = namedtuple("TableRow", "keyspace_name table_name id flags cdc gc_grace_seconds")
-ViewRow = namedtuple("ViewRow", "keyspace_name view_name id base_table_id gc_grace_seconds")
-
-
-def _col(ks: str, t: str, name: str, kind: str, pos: int, type_: str, order: str = "none") -> dict[str, Any]:
-    return {
-        "keyspace_name": ks,
-        "table_name": t,
-        "column_name": name,
-        "clustering_order": order,
-        "kind": kind,
-        "position": pos,
-        "type": type_,
-    }
-
-
-def _session() -> FakeSession:
-    view_id = uuid.uuid4()
-    compact_id = uuid.uuid4()
-    return FakeSession(
-        {
-            "types": [
-                {
-                    "keyspace_name": "app",
-                    "type_name": "point",
-                    "field_names": ["x", "y"],
-                    "field_types": ["int", "int"],
-                },
-                {
-                    "keyspace_name": "app",
-                    "type_name": "shape",
-                    "field_names": ["p"],
-                    "field_types": ["frozen<point>"],
-                },
-            ],
-            "tables": [
-                TableRow("app", "t", ORDERS_ID, {"compound"}, True, 10),
-                TableRow("app", "legacy", compact_id, {"dense"}, False, 10),
-                TableRow("other", "x", EVENTS_ID, {"compound"}, False, 10),
-            ],
-            "views": [ViewRow("app", "t_by_v", view_id, ORDERS_ID, 10)],
-            "columns": [
-                _col("app", "t", "k", "partition_key", 0, "text"),
-                _col("app", "t", "c", "clustering", 0, "timeuuid", "desc"),
-                _col("app", "t", "s", "static", -1, "frozen<shape>"),
-                _col("app", "t", "v", "regular", -1, "map<text, frozen<point>>"),
-                _col("app", "t_by_v", "v2", "partition_key", 0, "int"),
-                _col("app", "t_by_v", "k", "clustering", 0, "text", "asc"),
-                _col("app", "legacy", "k", "partition_key", 0, "text"),
-                _col("other", "x", "k", "partition_key", 0, "int"),
-            ],
-            "dropped_columns": [
-                {
-                    "keyspace_name": "app",
-                    "table_name": "t",
-                    "column_name": "gone",
-                    "dropped_time": dt.datetime(2023, 11, 6, 15, 44, 40, 44000),
-                    "kind": "regular",
-                    "type": "tuple<int, text>",
-                }
-            ],
-        }
-    )
-
-
-def test_load_schema_from_session() -> None:
-    session = _session()
-    catalog = load_schema_from_session(session, keyspaces=["app"])
-    t = catalog.lookup(ORDERS_ID)
-    assert (t.cdc, t.gc_grace_seconds) == (True, 10)
-    assert t.clustering[0].clustering_order == ClusteringOrder.DESC
-    assert t.static_columns["s"].type.cql() == "frozen<shape>"
-    assert t.regular_columns["v"].type.multi_cell
-    gone = t.dropped_columns["gone"]
-    assert gone.dropped_time == 1_699_285_480_044_000
-    assert gone.type.multi_cell  # a dropped non-frozen UDT is recorded as a non-frozen tuple
-    assert catalog.by_name("app", "t_by_v") is not None
-    assert catalog.by_name("app", "legacy") is None  # COMPACT STORAGE: skipped
-    assert catalog.get(EVENTS_ID) is None  # keyspace filter
-    assert catalog.get(system_table_id("system_schema", "columns")) is not None
-    assert all(q.startswith("SELECT ") for q in session.queries)
-
-
-def test_load_schema_from_session_without_filter_or_system_schema() -> None:
-    catalog = load_schema_from_session(_session(), with_system_schema=False)
-    assert catalog.get(EVENTS_ID) is not None
-    assert catalog.get(system_table_id("system_schema", "columns")) is None
-
-
-# ---------------------------------------------------------------------------------------------------------
-# system_schema
-
-
-def test_system_table_ids_are_name_based_md5_uuids() -> None:
-    # values from the format notes §7.15, checked there against the fixtures
-    assert system_table_id("system_schema", "columns") == uuid.UUID("24101c25-a2ae-3af7-87c1-b40ee1aca33f")
-    assert system_table_id("system", "local") == uuid.UUID("7ad54392-bcdd-35a6-8417-4e047860b377")
-    tables = {t.table: t for t in system_schema_tables()}
-    assert {"keyspaces", "tables", "columns", "dropped_columns", "types", "views"} <= set(tables)
-    columns = tables["columns"]
-    assert [c.name for c in columns.partition_key] == ["keyspace_name"]
-    assert [c.name for c in columns.clustering] == ["table_name", "column_name"]
-    assert columns.regular_columns["position"].type.fixed_length == 4
-
-
-def _update(table: str, key: str, rows: list[Row], **kwargs: Any) -> PartitionUpdate:
-    schema = {t.table: t for t in system_schema_tables()}[table]
-    return PartitionUpdate(
-        schema, key.encode(), kwargs.get("deletion"), None, rows, kwargs.get("markers", [])
-    )
-
-
-def _row(*clustering: str) -> Row:
-    types = (NATIVE_TYPES["text"],) * len(clustering)
-    return Row(tuple(c.encode() for c in clustering), types, 1, 0, None, None, [])
-
-
-def test_schema_changes_per_system_schema_table() -> None:
-    update = _update("columns", "shop", [_row("orders", "a"), _row("orders", "b"), _row("carts", "x")])
-    assert schema_changes(update) == [
-        SchemaChange("shop", "orders", "columns"),
-        SchemaChange("shop", "carts", "columns"),
-    ]
-    assert schema_changes(_update("keyspaces", "shop", [])) == [SchemaChange("shop", None, "keyspaces")]
-    assert schema_changes(_update("types", "shop", [_row("address")])) == [
-        SchemaChange("shop", None, "types", "address")
-    ]
-    dropped = _update("tables", "shop", [], deletion=DeletionTime(5, 6))
-    assert schema_changes(dropped) == [SchemaChange("shop", None, "tables")]
-    text = (NATIVE_TYPES["text"],)
-    marker = RangeTombstoneBound(BoundKind.INCL_START_BOUND, (b"orders",), text, DeletionTime(1, 2))
-    ranged = _update("dropped_columns", "shop", [], markers=[marker])
-    assert schema_changes(ranged) == [SchemaChange("shop", "orders", "dropped_columns")]
-
-
-def test_schema_changes_ignore_other_keyspaces() -> None:
-    table = _table(ORDERS_ID)
-    update = PartitionUpdate(table, b"\x00\x00\x00\x01", None, None, [], [])
-    assert schema_changes(update) == []

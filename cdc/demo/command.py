@@ -1,0 +1,74 @@
+"""`cdc demo`: bring up the services, the table and the topics, play the demo, stop agent and worker."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from aiokafka.errors import KafkaError
+from cassandra.cluster import NoHostAvailable
+
+from cdc.demo.errors import DemoError
+from cdc.demo.play import play
+from cdc.demo.processes import DemoRun
+from cdc.demo.table import KEYSPACE, TABLE, connect_cluster, prepare_table
+from cdc.demo.topics import CLEAN_TOPIC, RAW_TOPIC, SCHEMA_TOPIC, reset_topics
+from infra.settings import InfraSettings
+from infra.stack import LocalStack
+
+DEFAULT_ROWS = 6
+DEFAULT_ROUNDS = 4
+
+
+def run_demo(
+    settings: InfraSettings,
+    *,
+    rows: int = DEFAULT_ROWS,
+    rounds: int = DEFAULT_ROUNDS,
+    keep_running: bool = False,
+) -> int:
+    """Exit code 0 when every write gave its change event (1 otherwise; 130 on Ctrl-C mid-run)."""
+    if rows < 1 or rounds < 1:
+        raise ValueError("--rows and --rounds must be at least 1")
+    began = time.monotonic()
+    logging.getLogger("runtime.kafka_topics").setLevel(logging.WARNING)  # the demo says what it does itself
+    stack = LocalStack(settings)
+    stack.up(nodes=1)
+    run = DemoRun(settings, stack, [n for n in stack.known_nodes() if n.is_running()])
+    run.reset_folder()
+    cluster = connect_cluster(run.nodes)
+    status = 1
+    try:
+        try:
+            session = cluster.connect()
+        except NoHostAvailable as exc:
+            raise DemoError(f"Cassandra does not answer CQL: {exc} (logs in {settings.logs})") from exc
+        what = prepare_table(session, cluster)
+        print(
+            f"table {KEYSPACE}.{TABLE} WITH cdc = true ({what}); keyspace RF 1 over {len(run.nodes)} node(s)"
+        )
+        asyncio.run(reset_topics(run.bootstrap))
+        print(f"topics {RAW_TOPIC}, {SCHEMA_TOPIC}, {CLEAN_TOPIC} recreated; configs and logs in {run.home}")
+        print("Ctrl-C stops the demo at any time.")
+        try:
+            run.start()
+            tally = asyncio.run(play(run, session, rows, rounds, keep_running))
+            status = 0 if tally.waiting() == 0 and not tally.unexpected else 1
+        except KafkaError as exc:
+            raise DemoError(
+                f"Kafka at {run.bootstrap} failed the demo: {exc!r} (logs in {settings.logs})"
+            ) from exc
+        except KeyboardInterrupt:
+            print("\ninterrupted")
+            status = 0 if keep_running else 130
+        finally:
+            run.stop()
+    finally:
+        cluster.shutdown()
+    print(
+        f"agent and worker stopped; the demo took {time.monotonic() - began:.0f} s. Kafka and Cassandra keep "
+        "running: `.venv/bin/cdc infra status` shows them, `.venv/bin/cdc infra down` stops them.\n"
+        "`.venv/bin/cdc demo --keep-running` keeps agent and worker running to show your own writes."
+    )
+    return status

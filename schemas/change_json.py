@@ -1,0 +1,255 @@
+"""Change events as UTF-8 JSON: the JSON column of the mapping in ``schemas.change_codec``.
+
+JSON keys are written compact with sorted object keys, so equal primary keys always give equal bytes (log
+compaction compares key bytes). JSON numbers beyond 2**53 lose precision in many JSON parsers, which is
+why varint is a string; bigint and counter stay numbers, as in Debezium. ``json_value_row`` gives a row
+dict in the same form, for everything that shows rows as the clean topics do (the REST API, the lake).
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from cassandra_model.cql_types import (
+    CqlType,
+    CqlTypeVisitor,
+    CustomType,
+    ListType,
+    MapType,
+    NativeType,
+    SetType,
+    TupleType,
+    UserType,
+    VectorType,
+    every_native,
+)
+from cassandra_model.table_schema import ColumnSchema, TableSchema
+from schemas.change_codec import ChangeDecodingError, ChangeEncodingError, encode_change_via_envelope
+from schemas.change_conversions import (
+    Converter,
+    RowSpec,
+    always_null,
+    as_list,
+    convert_row,
+    duration_fields,
+    epoch_days,
+    epoch_millis,
+    key_columns,
+    map_items,
+    nanos_of_day,
+)
+from schemas.change_event import OPS, ChangeSource, envelope_op
+from schemas.json_row_form import JsonRowForm
+from state.change import RowChange
+
+
+def _json_float(v: float) -> float | str:
+    if v - v == 0:  # finite
+        return v
+    return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+
+
+def _base64(v: Any) -> str:
+    return binascii.b2a_base64(v, newline=False).decode("ascii")
+
+
+_JSON_SCALARS: dict[str, Converter | None] = dict(
+    every_native(
+        {
+            "ascii": None,
+            "text": None,
+            "boolean": None,
+            "tinyint": None,
+            "smallint": None,
+            "int": None,
+            "bigint": None,
+            "counter": None,
+            "varint": str,
+            "float": _json_float,
+            "double": _json_float,
+            "decimal": str,
+            "date": epoch_days,
+            "time": nanos_of_day,
+            "timestamp": epoch_millis,
+            "uuid": str,
+            "timeuuid": str,
+            "inet": str,
+            "duration": duration_fields,
+            "blob": _base64,
+            "empty": always_null,
+        },
+        "the JSON form of change events",
+    )
+)
+
+
+class _JsonConverters(CqlTypeVisitor[Converter | None]):
+    """The JSON form of one non-null value, per kind of type (None: the value is already JSON)."""
+
+    __slots__ = ()
+
+    def visit_native(self, t: NativeType, *args: Any) -> Converter | None:
+        return _JSON_SCALARS[t.name]
+
+    def visit_custom(self, t: CustomType, *args: Any) -> Converter | None:
+        return _base64
+
+    def visit_list(self, t: ListType | SetType | VectorType, *args: Any) -> Converter | None:
+        elem = _json_converter(t.element)
+        if elem is None:
+            return as_list
+        return lambda v: [None if x is None else elem(x) for x in v]
+
+    visit_set = visit_list
+    visit_vector = visit_list
+
+    def visit_map(self, t: MapType, *args: Any) -> Converter | None:
+        kc = _json_converter(t.key)
+        vc = _json_converter(t.value)
+        if t.key.is_text:
+            if vc is None:
+                return lambda v: dict(map_items(v))
+            return lambda v: {k: None if x is None else vc(x) for k, x in map_items(v)}
+        return lambda v: [
+            [k if k is None or kc is None else kc(k), x if x is None or vc is None else vc(x)]
+            for k, x in map_items(v)
+        ]
+
+    def visit_tuple(self, t: TupleType, *args: Any) -> Converter | None:
+        convs = [_json_converter(e) for e in t.elements]
+        return lambda v: [x if x is None or c is None else c(x) for c, x in zip(convs, v, strict=True)]
+
+    def visit_user_type(self, t: UserType, *args: Any) -> Converter | None:
+        fields = [(n, _json_converter(ft)) for n, ft in zip(t.field_names, t.field_types, strict=True)]
+
+        def udt(v: dict[str, Any]) -> dict[str, Any]:
+            get = v.get
+            return {n: x if (x := get(n)) is None or c is None else c(x) for n, c in fields}
+
+        return udt
+
+
+_JSON_CONVERTERS = _JsonConverters()
+
+
+def _json_converter(t: CqlType) -> Converter | None:
+    """The JSON form of one non-null value of type ``t`` (None: the value is already JSON)."""
+    return t.accept(_JSON_CONVERTERS)
+
+
+def _json_spec(columns: Iterable[ColumnSchema]) -> RowSpec:
+    columns = list(columns)
+    work = []
+    for column in columns:
+        conv = _json_converter(column.type)
+        if conv is not None:
+            work.append((column.name, conv, None, False))
+    return RowSpec(frozenset(c.name for c in columns), work, None)
+
+
+@dataclass(slots=True)
+class _JsonTable:
+    key: RowSpec
+    row: RowSpec
+    form: JsonRowForm
+
+
+_KEY_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
+_VALUE_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+class JsonChangeCodec:
+    """Change events as UTF-8 JSON (mapping in the module notes); keys compact with sorted object keys."""
+
+    def __init__(self) -> None:
+        self._tables: dict[int, tuple[TableSchema, _JsonTable]] = {}
+
+    def _table(self, schema: TableSchema) -> _JsonTable:
+        found = self._tables.get(id(schema))
+        if found is not None and found[0] is schema:
+            return found[1]
+        try:
+            table = _JsonTable(
+                _json_spec(key_columns(schema)),
+                _json_spec(schema.all_columns()),
+                JsonRowForm(schema, _json_converter),
+            )
+        except TypeError as exc:
+            raise ChangeEncodingError(str(exc), table=schema.name) from exc
+        if len(self._tables) > 4096:
+            self._tables.clear()
+        self._tables[id(schema)] = (schema, table)
+        return table
+
+    async def prepare(self, schema: TableSchema) -> None:
+        self._table(schema)
+
+    def encode_key(self, schema: TableSchema, key: dict[str, Any]) -> bytes:
+        row = convert_row(self._table(schema).key, key, schema.name)
+        return _KEY_JSON.encode(row).encode()
+
+    def encode_change(
+        self, schema: TableSchema, change: RowChange, source: ChangeSource, ts_ms: int
+    ) -> tuple[bytes, bytes]:
+        """Images straight to their JSON form (``json_row_form``); anything unusual (an error included)
+        takes the envelope path, which writes the same bytes or raises the error it names."""
+        form = self._table(schema).form
+        op = envelope_op(change, schema, source)
+        try:
+            before = None if change.before is None else form.row(change.before)
+            after = None if change.after is None else form.row(change.after)
+            row = after if after is not None else before
+            assert row is not None  # envelope_op checked the images
+            key = _KEY_JSON.encode({name: row[name] for name in form.key_names}).encode()
+            value = _VALUE_JSON.encode(
+                {"before": before, "after": after, "op": op, "source": source.as_dict(), "ts_ms": ts_ms}
+            ).encode()
+        except Exception:
+            return encode_change_via_envelope(self, schema, change, source, ts_ms)
+        return key, value
+
+    def encode_value(self, schema: TableSchema, envelope: dict[str, Any]) -> bytes:
+        table = self._table(schema)
+        before = envelope["before"]
+        after = envelope["after"]
+        if envelope["op"] not in OPS:
+            raise ChangeEncodingError(f"unknown op {envelope['op']!r}", table=schema.name)
+        value = {
+            "before": None if before is None else convert_row(table.row, before, schema.name),
+            "after": None if after is None else convert_row(table.row, after, schema.name),
+            "op": envelope["op"],
+            "source": envelope["source"],
+            "ts_ms": envelope["ts_ms"],
+        }
+        try:
+            return _VALUE_JSON.encode(value).encode()
+        except (TypeError, ValueError) as exc:
+            raise ChangeEncodingError(f"envelope is not JSON-serializable: {exc}", table=schema.name) from exc
+
+    def decode_key(self, data: bytes) -> dict[str, Any]:
+        return self._decode(data, "key")
+
+    def decode_value(self, data: bytes) -> dict[str, Any]:
+        return self._decode(data, "value")
+
+    @staticmethod
+    def _decode(data: bytes, what: str) -> dict[str, Any]:
+        try:
+            value = json.loads(data)
+        except ValueError as exc:
+            raise ChangeDecodingError(f"change-event {what} is not JSON: {data[:80]!r} ({exc})") from exc
+        if not isinstance(value, dict):
+            raise ChangeDecodingError(f"change-event {what} is not a JSON object: {data[:80]!r}")
+        return value
+
+
+_ROWS_AS_JSON = JsonChangeCodec()
+
+
+def json_value_row(schema: TableSchema, row: dict[str, Any]) -> dict[str, Any]:
+    """A row dict of ``decode_row`` in the JSON mapping (JSON-serializable), e.g. for the REST API."""
+    return convert_row(_ROWS_AS_JSON._table(schema).row, row, schema.name)
