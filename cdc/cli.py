@@ -23,6 +23,7 @@ def _infra_settings(args: argparse.Namespace):
     return InfraSettings.from_env(
         commitlog_sync_period_ms=getattr(args, "commitlog_sync_period_ms", None),
         start_timeout_s=getattr(args, "timeout", None),
+        secure=True if getattr(args, "secure", False) else None,
     )
 
 
@@ -169,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="periodic commit-log sync period (default 100; CDC latency)",
     )
     up.add_argument("--timeout", type=int, help="seconds each service may take to become ready (default 240)")
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="Kafka on SASL_SSL (SCRAM, PLAIN) and Cassandra with passwords and TLS; CA and credential "
+        "files under $CDC_HOME/tls and $CDC_HOME/secure (also CDC_SECURE=1)",
+    )
     up.set_defaults(func=_cmd_infra_up)
     down = infra_cmds.add_parser("down", help="stop every local service")
     down.set_defaults(func=_cmd_infra_down)

@@ -14,6 +14,8 @@ import yaml
 
 from infra.artifacts import ensure_cassandra, find_jar
 from infra.process import ManagedProcess, can_connect, require_free_ports, wait_until_ready
+from infra.secret_files import private_folder, write_private
+from infra.secure import SecureLayout, ensure_cassandra_keystore, material
 from infra.settings import InfraSettings
 from infra.toolchain import find_java
 
@@ -171,8 +173,12 @@ def standalone_spec(
     )
 
 
-def render_yaml(spec: NodeSpec) -> dict[str, object]:
-    """cassandra.yaml for the node: CDC on, periodic commit-log sync, loopback only, small memtables."""
+def render_yaml(spec: NodeSpec, security: dict[str, object] | None = None) -> dict[str, object]:
+    """cassandra.yaml for the node: CDC on, periodic commit-log sync, loopback only, small memtables.
+
+    `security` (secure mode: passwords, TLS-only CQL; see infra.cassandra_auth) goes in before the
+    node's own `extra_yaml`.
+    """
     config: dict[str, object] = {
         "cluster_name": spec.cluster_name,
         "num_tokens": 1,
@@ -214,12 +220,13 @@ def render_yaml(spec: NodeSpec) -> dict[str, object]:
         "hinted_handoff_enabled": True,
         "storage_compatibility_mode": "CASSANDRA_4",
     }
+    config.update(security or {})
     config.update(spec.extra_yaml)
     return config
 
 
 class CassandraNode:
-    """Start, check and stop one node described by a NodeSpec."""
+    """Start, check and stop one node described by a NodeSpec; secure mode follows settings.secure."""
 
     def __init__(self, spec: NodeSpec, settings: InfraSettings) -> None:
         self.spec = spec
@@ -235,9 +242,13 @@ class CassandraNode:
         return self.process.is_running()
 
     def cql_answers(self) -> bool:
-        """A CQL query answers on this node (not just an open port)."""
+        """A CQL query answers on this node (not just an open port); over TLS with a login in secure mode."""
         if not can_connect(self.spec.address, self.spec.cql_port):
             return False
+        if self.settings.secure:
+            from infra import cassandra_auth
+
+            return cassandra_auth.answers(self.spec.address, self.spec.cql_port, material(self.settings))
         from infra.cql import query_release_version
 
         return query_release_version(self.spec.address, self.spec.cql_port) is not None
@@ -248,6 +259,7 @@ class CassandraNode:
             wait_until_ready(
                 self.process, self.cql_answers, timeout_s=self.settings.start_timeout_s, what=self._what()
             )
+            self._ensure_login_role()
             return None
         spec = self.spec
         require_free_ports(
@@ -258,7 +270,16 @@ class CassandraNode:
         lib = ensure_cassandra(self.settings)
         for folder in (spec.conf / "triggers", spec.data, spec.commitlog, spec.cdc_raw, spec.root / "hints"):
             folder.mkdir(parents=True, exist_ok=True)
-        (spec.conf / "cassandra.yaml").write_text(yaml.safe_dump(render_yaml(spec), sort_keys=False))
+        config_file = spec.conf / "cassandra.yaml"
+        if self.settings.secure:
+            from infra import cassandra_auth
+
+            private_folder(spec.root)  # data and config: system_auth holds the password hashes
+            ensure_cassandra_keystore(self.settings, spec.address)
+            security = cassandra_auth.yaml_overrides(SecureLayout.of(self.settings), spec.address)
+            write_private(config_file, yaml.safe_dump(render_yaml(spec, security), sort_keys=False))
+        else:
+            config_file.write_text(yaml.safe_dump(render_yaml(spec), sort_keys=False))
         (spec.conf / "logback.xml").write_text(_LOGBACK)
         argv = [
             str(java.executable),
@@ -287,12 +308,22 @@ class CassandraNode:
         ]  # fmt: skip
         env = {**os.environ, "MALLOC_ARENA_MAX": "4"}
         self.process.start(argv, env=env, cwd=spec.root)
-        return wait_until_ready(
+        took = wait_until_ready(
             self.process, self.cql_answers, timeout_s=self.settings.start_timeout_s, what=self._what()
         )
+        self._ensure_login_role()
+        return took
+
+    def _ensure_login_role(self) -> None:
+        """Secure mode: role `cdc` exists and the default superuser cannot log in (a no-op once done)."""
+        if self.settings.secure:
+            from infra import cassandra_auth
+
+            cassandra_auth.ensure_cdc_role(self.spec.address, self.spec.cql_port, material(self.settings))
 
     def stop(self) -> bool:
         return self.process.stop()
 
     def _what(self) -> str:
-        return f"Cassandra {self.spec.name} ({self.spec.address}:{self.spec.cql_port})"
+        tls = "TLS " if self.settings.secure else ""
+        return f"Cassandra {self.spec.name} ({tls}{self.spec.address}:{self.spec.cql_port})"

@@ -21,3 +21,7 @@ class PortInUseError(InfraError):
 
 class ServiceStartError(InfraError):
     """A service exited or did not become ready in time; the message carries its last log lines."""
+
+
+class SecurityMaterialError(InfraError):
+    """A certificate, keystore or password file of secure mode could not be made or is unsafe to use."""

@@ -8,9 +8,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra import kafka_sasl
 from infra.artifacts import ensure_kafka
 from infra.errors import ServiceStartError
 from infra.process import ManagedProcess, can_connect, require_free_ports, wait_until_ready
+from infra.secret_files import private_folder, write_private
+from infra.secure import SecureLayout, ensure_kafka_keystore, material
 from infra.settings import InfraSettings
 from infra.toolchain import find_java
 
@@ -57,8 +60,11 @@ def broker_spec(settings: InfraSettings) -> BrokerSpec:
     )
 
 
-def render_properties(spec: BrokerSpec) -> str:
-    """server.properties for a single loopback broker; replication settings sized for one node."""
+def render_properties(spec: BrokerSpec, security: dict[str, str] | None = None) -> str:
+    """server.properties for a single loopback broker; replication settings sized for one node.
+
+    `security` (secure mode) replaces the PLAINTEXT client listener by SASL_SSL: see infra.kafka_sasl.
+    """
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -82,10 +88,18 @@ def render_properties(spec: BrokerSpec) -> str:
         "log.retention.hours": "168",
         "log.segment.bytes": str(64 * 1024 * 1024),
     }
-    return "".join(f"{k}={v}\n" for k, v in props.items())
+    props.update(security or {})
+    return "".join(f"{k}={_escape(v)}\n" for k, v in props.items())
+
+
+def _escape(value: str) -> str:
+    """A java.util.Properties value: backslash is its escape character."""
+    return value.replace("\\", "\\\\")
 
 
 class KafkaBroker:
+    """Start, check and stop the broker; in secure mode (settings.secure) its client listener is SASL_SSL."""
+
     def __init__(self, spec: BrokerSpec, settings: InfraSettings) -> None:
         self.spec = spec
         self.settings = settings
@@ -100,10 +114,15 @@ class KafkaBroker:
         return self.process.is_running()
 
     def metadata_answers(self) -> bool:
-        """The broker answers a metadata request (an open port alone is not enough)."""
+        """The broker answers a metadata request (an open port alone is not enough).
+
+        In secure mode the probe logs in over SASL_SSL with SCRAM-SHA-512, the way clients will: it
+        proves the TLS certificate, the SCRAM users in the metadata and the listener all work.
+        """
         if not can_connect(HOST, self.spec.port):
             return False
-        return asyncio.run(_list_topics(self.spec.bootstrap)) is not None
+        options = kafka_sasl.client_options(material(self.settings)) if self.settings.secure else {}
+        return asyncio.run(_list_topics(self.spec.bootstrap, options)) is not None
 
     def start(self) -> float | None:
         """Format storage on first start, start the broker, wait for metadata; None if already running."""
@@ -121,7 +140,14 @@ class KafkaBroker:
         libs = ensure_kafka(self.settings)
         spec.root.mkdir(parents=True, exist_ok=True)
         properties = spec.root / "server.properties"
-        properties.write_text(render_properties(spec))
+        if self.settings.secure:
+            private_folder(spec.root)  # data and configs: the metadata log holds the SCRAM verifiers
+            kafka_sasl.require_scram_storage(spec.root, spec.data)
+            ensure_kafka_keystore(self.settings)
+            security = kafka_sasl.listener_properties(HOST, spec.port, spec.controller_port, self._layout())
+            write_private(properties, render_properties(spec, security))
+        else:
+            properties.write_text(render_properties(spec))
         (spec.root / "log4j.properties").write_text(_LOG4J)
         base = [
             str(java.executable),
@@ -142,29 +168,43 @@ class KafkaBroker:
         )
 
     def _format(self, base: list[str], properties: Path) -> None:
-        def run(*args: str) -> str:
-            done = subprocess.run([*base, STORAGE_TOOL, *args], capture_output=True, text=True, timeout=120)
+        def run(argv: list[str], what: str) -> str:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
             if done.returncode != 0:
+                output = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+                if self.settings.secure:
+                    output = kafka_sasl.redact(output, self._layout())
                 raise ServiceStartError(
-                    f"Kafka storage tool `{' '.join(args[:1])}` failed (exit {done.returncode}) for {self.spec.data}:\n"
-                    + "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+                    f"Kafka storage tool `{what}` failed (exit {done.returncode}) for {self.spec.data}:\n{output}"
                 )
             return done.stdout.strip()
 
-        cluster_id = run("random-uuid").splitlines()[-1].strip()
-        run("format", "-t", cluster_id, "-c", str(properties), "--ignore-formatted")
+        cluster_id = run([*base, STORAGE_TOOL, "random-uuid"], "random-uuid").splitlines()[-1].strip()
+        format_args = [STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(properties), "--ignore-formatted"]
+        if not self.settings.secure:
+            run([*base, *format_args], "format")
+            return
+        layout = self._layout()
+        argv = [*base[1:], *format_args, *kafka_sasl.scram_format_arguments(layout)]
+        with kafka_sasl.java_argument_file(layout, argv) as argument_file:
+            run([base[0], f"@{argument_file}"], "format --add-scram")
+        (self.spec.root / kafka_sasl.SCRAM_MARKER).write_text(kafka_sasl.scram_marker_text())
+
+    def _layout(self) -> SecureLayout:
+        return SecureLayout.of(self.settings)
 
     def stop(self) -> bool:
         return self.process.stop()
 
     def _what(self) -> str:
-        return f"Kafka broker ({self.spec.bootstrap})"
+        listener = f"{kafka_sasl.LISTENER} " if self.settings.secure else ""
+        return f"Kafka broker ({listener}{self.spec.bootstrap})"
 
 
-async def _list_topics(bootstrap: str) -> set[str] | None:
+async def _list_topics(bootstrap: str, options: dict[str, object]) -> set[str] | None:
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000, **options)
     try:
         await admin.start()
         return set(await admin.list_topics())

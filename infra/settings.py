@@ -23,6 +23,15 @@ def _env_path(name: str, default: Path) -> Path:
     return Path(value).expanduser().resolve() if value else default
 
 
+def _env_flag(name: str) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"environment variable {name}={value!r} must be 1 or 0 (true/false)")
+
+
 def _env_int(name: str, default: int) -> int:
     value = os.environ.get(name)
     if value is None or value == "":
@@ -58,10 +67,22 @@ class InfraSettings:
     storage_port: int = 7000
     jmx_base_port: int = 7199
     extra_cassandra_yaml: dict[str, object] = field(default_factory=dict)
+    secure: bool = False
+    """Kafka on SASL_SSL (SCRAM, PLAIN) and Cassandra with passwords and client TLS, instead of plaintext."""
 
     @property
     def logs(self) -> Path:
         return self.home / "logs"
+
+    @property
+    def tls(self) -> Path:
+        """The local certificate authority, server keystores and the client certificate (secure mode)."""
+        return self.home / "tls"
+
+    @property
+    def secrets(self) -> Path:
+        """Generated passwords, one 0600 file each (secure mode)."""
+        return self.home / "secure"
 
     @property
     def cassandra_lib(self) -> Path:
@@ -91,6 +112,7 @@ class InfraSettings:
             "cql_port": _env_int("CDC_CQL_PORT", 9042),
             "storage_port": _env_int("CDC_STORAGE_PORT", 7000),
             "jmx_base_port": _env_int("CDC_JMX_BASE_PORT", 7199),
+            "secure": _env_flag("CDC_SECURE"),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)  # type: ignore[arg-type]

@@ -2,6 +2,10 @@
 
 Services start one after another (two cores: a JVM warming up competes with the next one), each only if
 it is not already running, and each is declared up only once it answers its own protocol.
+
+Secure mode (settings.secure, `cdc infra up --secure`, CDC_SECURE=1) runs the same services with Kafka
+on SASL_SSL and Cassandra with passwords and TLS; the mode of the last `up` is recorded in the home
+folder so `status` reports it and an `up` in the other mode is refused while services run.
 """
 
 from __future__ import annotations
@@ -11,13 +15,21 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from infra.cassandra import MAX_NODES, CassandraNode, main_cluster_spec
+from infra.errors import InfraError
 from infra.kafka import KafkaBroker, broker_spec
+from infra.kafka_sasl import require_scram_storage
+from infra.secure import SecureMaterial, ensure_shared_material, material
 from infra.settings import InfraSettings
 
 Report = Callable[[str], None]
+
+
+SECURE = "secure"
+PLAINTEXT = "plaintext"
 
 
 @dataclass(slots=True)
@@ -28,6 +40,10 @@ class ServiceStatus:
     endpoint: str
     data: str
     log: str
+    security: str = PLAINTEXT
+    """`plaintext`, or how clients must connect: `SASL_SSL` (Kafka), `TLS+password` (Cassandra)."""
+    credentials: dict[str, str] = field(default_factory=dict)
+    """Secure mode: the user and the files a client needs (CA, password file, client certificate)."""
 
 
 class LocalStack:
@@ -37,6 +53,26 @@ class LocalStack:
 
     def node(self, index: int) -> CassandraNode:
         return CassandraNode(main_cluster_spec(self.settings, index), self.settings)
+
+    @property
+    def mode_file(self) -> Path:
+        return self.settings.home / "mode"
+
+    def recorded_mode(self) -> str | None:
+        """The mode of the last `up` under this home (None before the first)."""
+        try:
+            return self.mode_file.read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def secure_material(self) -> SecureMaterial:
+        """The CA, client certificate and credential files of secure mode, made on first use."""
+        if not self.settings.secure:
+            raise InfraError(
+                "secure mode is off for these services: run `cdc infra up --secure` or set CDC_SECURE=1"
+            )
+        with self._lock():
+            return ensure_shared_material(self.settings)
 
     def known_nodes(self) -> list[CassandraNode]:
         """Nodes that exist on disk or run: node1 always, others once created."""
@@ -66,6 +102,7 @@ class LocalStack:
             raise ValueError(f"--nodes must be between 1 and {MAX_NODES}, got {nodes}")
         timings: dict[str, float | None] = {}
         with self._lock():
+            self._switch_mode(report, kafka=kafka)
             existing = len(self.known_nodes())
             if cassandra and existing > nodes:
                 # Nodes 2..N own token ranges: a cluster once grown cannot answer with fewer members.
@@ -80,6 +117,31 @@ class LocalStack:
                         f"cassandra {node.spec.name} ({node.spec.address})", node.start, report
                     )
         return timings
+
+    def _switch_mode(self, report: Report, *, kafka: bool) -> None:
+        """Record the requested mode; refuse to mix modes while services of the other one run.
+
+        Checks that can fail without starting anything run first, so a refused `up` records nothing.
+        """
+        wanted = SECURE if self.settings.secure else PLAINTEXT
+        recorded = self.recorded_mode() or PLAINTEXT
+        running = [name for name, up in self._running().items() if up]
+        if running and recorded != wanted:
+            raise InfraError(
+                f"{', '.join(running)} already run in {recorded} mode under {self.settings.home}; stop them "
+                f"first with `cdc infra down`, then start them again in {wanted} mode"
+            )
+        if self.settings.secure:
+            if kafka and not self.kafka.is_running():
+                require_scram_storage(self.kafka.spec.root, self.kafka.spec.data)
+            secure = ensure_shared_material(self.settings)
+            report(f"secure mode: CA {secure.ca_file}, credentials in {secure.kafka_password_file.parent}")
+        self.mode_file.write_text(f"{wanted}\n")
+
+    def _running(self) -> dict[str, bool]:
+        services = {"kafka": self.kafka.is_running()}
+        services.update({f"cassandra {n.spec.name}": n.is_running() for n in self.known_nodes()})
+        return services
 
     @staticmethod
     def _start(what: str, start: Callable[[], float | None], report: Report) -> float | None:
@@ -102,6 +164,8 @@ class LocalStack:
                 report("stopped kafka")
 
     def status(self) -> list[ServiceStatus]:
+        """Every service, with the security of the recorded mode (the mode its files were made for)."""
+        secure = self.recorded_mode() == SECURE
         rows = [
             ServiceStatus(
                 service="kafka",
@@ -110,6 +174,7 @@ class LocalStack:
                 endpoint=f"{self.kafka.spec.bootstrap} (controller :{self.kafka.spec.controller_port})",
                 data=str(self.kafka.spec.data),
                 log=str(self.kafka.spec.log_file),
+                **(self._kafka_security() if secure else {}),
             )
         ]
         for node in self.known_nodes():
@@ -122,20 +187,86 @@ class LocalStack:
                     endpoint=f"{spec.address}:{spec.cql_port} (storage :{spec.storage_port}, jmx :{spec.jmx_port})",
                     data=str(spec.root),
                     log=str(spec.log_file),
+                    **(self._cassandra_security() if secure else {}),
                 )
             )
         return rows
+
+    def _client_files(self) -> dict[str, str]:
+        files = material(self.settings)
+        return {
+            "ca_file": str(files.ca_file),
+            "client_cert": str(files.client_cert),
+            "client_key": str(files.client_key),
+            "key_password_file": str(files.key_password_file),
+        }
+
+    def _kafka_security(self) -> dict[str, object]:
+        files = material(self.settings)
+        return {
+            "security": files.kafka_security_protocol,
+            "credentials": {
+                "sasl_mechanisms": ",".join(files.kafka_sasl_mechanisms),
+                "user": files.kafka_user,
+                "password_file": str(files.kafka_password_file),
+                **self._client_files(),
+            },
+        }
+
+    def _cassandra_security(self) -> dict[str, object]:
+        files = material(self.settings)
+        return {
+            "security": "TLS+password",
+            "credentials": {
+                "user": files.cassandra_user,
+                "password_file": str(files.cassandra_password_file),
+                **self._client_files(),
+            },
+        }
 
 
 def format_status(rows: list[ServiceStatus], *, as_json: bool = False) -> str:
     if as_json:
         return json.dumps([asdict(r) for r in rows], indent=2)
-    header = ("SERVICE", "STATE", "PID", "ENDPOINT", "DATA", "LOG")
+    header = ("SERVICE", "STATE", "PID", "ENDPOINT", "SECURITY", "DATA", "LOG")
     table = [header] + [
-        (r.service, "running" if r.running else "stopped", str(r.pid or "-"), r.endpoint, r.data, r.log)
+        (
+            r.service,
+            "running" if r.running else "stopped",
+            str(r.pid or "-"),
+            r.endpoint,
+            r.security,
+            r.data,
+            r.log,
+        )
         for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table
-    )
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    return "\n".join(lines + _credential_lines(rows))
+
+
+def _credential_lines(rows: list[ServiceStatus]) -> list[str]:
+    """Secure mode: where a client finds the CA and each service's credentials (files, never secrets)."""
+    secured = [r for r in rows if r.credentials]
+    if not secured:
+        return []
+    first = secured[0].credentials
+    lines = [
+        "",
+        f"secure mode: clients trust the CA {first['ca_file']}",
+        f"  client certificate {first['client_cert']}, key {first['client_key']} "
+        f"(password in {first['key_password_file']})",
+    ]
+    seen: set[str] = set()
+    for row in secured:
+        kind = row.service.split("-", 1)[0]
+        if kind in seen:
+            continue
+        seen.add(kind)
+        mechanisms = f" {row.credentials['sasl_mechanisms']}" if "sasl_mechanisms" in row.credentials else ""
+        lines.append(
+            f"  {kind}: {row.security}{mechanisms}, user {row.credentials['user']}, "
+            f"password in {row.credentials['password_file']}"
+        )
+    return lines

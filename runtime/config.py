@@ -1,8 +1,12 @@
 """One YAML configuration for the agent and the worker, with environment overrides and validation.
 
 Every key can be overridden by an environment variable `CDC__<SECTION>__<KEY>` (for example
-`CDC__KAFKA__BOOTSTRAP_SERVERS=broker:9092`); its value is read as a YAML scalar or list. Errors name the
-key, where its value came from (file or variable) and what is expected.
+`CDC__KAFKA__BOOTSTRAP_SERVERS=broker:9092`, `CDC__KAFKA__SECURITY__PROTOCOL=SASL_SSL`); its value is read as
+a YAML scalar or list (a secret's as the text it is). Errors name the key, where its value came from (file or
+variable) and what is expected.
+
+Passwords are `Secret`s (runtime/secrets.py): given inline, as `${ENV_VAR}` or as `file:/path`, resolved at
+load, and shown as `***` in every repr, message and dump (`dump_config`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import yaml
+
+from runtime.secrets import MASK, Secret
 
 ENV_PREFIX = "CDC__"
 
@@ -50,6 +56,42 @@ DEFAULT_WRITE_BUFFER = ByteSize(8 * 2**20)
 DEFAULT_MEMTABLE_BUDGET = ByteSize(128 * 2**20)
 
 
+KafkaProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass(slots=True, frozen=True)
+class KafkaSecurityConfig:
+    """How every Kafka client (agent, worker, Spark jobs, cdc verify/demo) authenticates and encrypts."""
+
+    protocol: KafkaProtocol = "PLAINTEXT"
+    """The listener's security protocol (Kafka's security.protocol)."""
+    sasl_mechanism: SaslMechanism | None = None
+    """Required with SASL_PLAINTEXT and SASL_SSL."""
+    username: str | None = None
+    password: Secret | None = None
+    ca_file: Path | None = None
+    """PEM file of the CA(s) that signed the brokers' certificates; default the system's trust store."""
+    cert_file: Path | None = None
+    """PEM client certificate, for brokers that ask for one (mutual TLS); needs key_file."""
+    key_file: Path | None = None
+    """PEM private key of cert_file (PKCS#8 for the Spark jobs: `BEGIN [ENCRYPTED] PRIVATE KEY`)."""
+    key_password: Secret | None = None
+    """Password of an encrypted key_file."""
+    check_hostname: bool = True
+    """Check that a broker's certificate names the host it was reached at; turn off only for tests."""
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in TLS_PROTOCOLS
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in SASL_PROTOCOLS
+
+
 @dataclass(slots=True, frozen=True)
 class KafkaConfig:
     bootstrap_servers: str = "127.0.0.1:9092"
@@ -58,6 +100,23 @@ class KafkaConfig:
     raw_partitions: int = 12
     replication_factor: int = 1
     request_timeout_ms: int = 30_000
+    security: KafkaSecurityConfig = field(default_factory=KafkaSecurityConfig)
+
+
+@dataclass(slots=True, frozen=True)
+class CassandraTlsConfig:
+    """TLS to the nodes' CQL port (client_encryption_options in cassandra.yaml)."""
+
+    enabled: bool = False
+    ca_file: Path | None = None
+    """PEM file of the CA(s) that signed the nodes' certificates; default the system's trust store."""
+    cert_file: Path | None = None
+    """PEM client certificate, for nodes with require_client_auth (mutual TLS); needs key_file."""
+    key_file: Path | None = None
+    key_password: Secret | None = None
+    check_hostname: bool = True
+    """Check that a node's certificate names the address it was reached at (peers are reached at their
+    rpc address, so certificates need those IPs as subject alternative names)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -66,6 +125,10 @@ class CassandraConfig:
     port: int = 9042
     keyspaces: list[str] = field(default_factory=list)
     """Keyspaces whose CDC tables are captured; empty means every keyspace."""
+    username: str | None = None
+    """Role for PasswordAuthenticator; with password."""
+    password: Secret | None = None
+    tls: CassandraTlsConfig = field(default_factory=CassandraTlsConfig)
 
 
 @dataclass(slots=True, frozen=True)
@@ -190,6 +253,7 @@ def load_config(path: Path | None, *, environ: dict[str, str] | None = None) -> 
             )
         data = loaded or {}
         origin = {k: f"file {path}" for k in _flatten(data)}
+    raw: dict[str, str] = {}
     for name, value in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX):
             continue
@@ -206,8 +270,22 @@ def load_config(path: Path | None, *, environ: dict[str, str] | None = None) -> 
         except yaml.YAMLError:
             target[keys[-1]] = value
         origin[".".join(keys)] = f"environment variable {name}"
-    config = _build(CdcConfig, data, "", origin)
+        raw[".".join(keys)] = value
+    config = _build(CdcConfig, data, "", _Sources(origin, environ, raw))
     return _replace_source(config, str(path) if path else "<environment>")
+
+
+@dataclass(slots=True, frozen=True)
+class _Sources:
+    """Where each key's value came from, for messages, and what secrets may refer to."""
+
+    origin: dict[str, str]
+    environ: dict[str, str]
+    raw: dict[str, str]
+    """Overrides as the variables hold them: a secret is text as given, never read as YAML (`0123`)."""
+
+    def of(self, key: str) -> str:
+        return self.origin.get(key, "file")
 
 
 def _replace_source(config: CdcConfig, source: str) -> CdcConfig:
@@ -226,7 +304,7 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> list[str]:
     return keys
 
 
-def _build(cls: type, data: Any, prefix: str, origin: dict[str, str]) -> Any:
+def _build(cls: type, data: Any, prefix: str, sources: _Sources) -> Any:
     where = prefix.rstrip(".") or "the top level"
     if not isinstance(data, dict):
         raise ConfigError(f"config key {where}: expected a mapping, got {data!r}")
@@ -236,7 +314,7 @@ def _build(cls: type, data: Any, prefix: str, origin: dict[str, str]) -> Any:
     if unknown:
         key = prefix + unknown[0]
         raise ConfigError(
-            f"unknown config key {key} ({origin.get(key, 'file')}); valid keys under {where}: {', '.join(known)}"
+            f"unknown config key {key} ({sources.of(key)}); valid keys under {where}: {', '.join(known)}"
         )
     values: dict[str, Any] = {}
     for name, spec in known.items():
@@ -245,30 +323,48 @@ def _build(cls: type, data: Any, prefix: str, origin: dict[str, str]) -> Any:
             if spec.default is MISSING and spec.default_factory is MISSING:
                 raise ConfigError(f"missing required config key {key}")
             continue
-        values[name] = _coerce(hints[name], data[name], key, origin)
+        values[name] = _coerce(hints[name], data[name], key, sources)
+    origin = sources.origin
     if cls is AgentConfig:
         _check_agent(values, prefix, origin)
     if cls is WorkerConfig:
         _check_worker(values, prefix, origin)
     if cls is PipelineConfig:
         _check_pipeline(values, prefix, origin)
+    if cls is KafkaSecurityConfig:
+        _check_kafka_security(values, prefix, origin)
+    if cls is CassandraConfig:
+        _check_cassandra(values, prefix, origin)
+    if cls is CassandraTlsConfig:
+        _check_cassandra_tls(values, prefix, origin)
     return cls(**values)
 
 
-def _coerce(hint: Any, value: Any, key: str, origin: dict[str, str]) -> Any:
-    source = origin.get(key, "file")
+def _coerce(hint: Any, value: Any, key: str, sources: _Sources) -> Any:
+    source = sources.of(key)
     origin_type = get_origin(hint)
     args = get_args(hint)
     if origin_type in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
         (inner,) = [a for a in args if a is not type(None)]
-        return _coerce(inner, value, key, origin)
+        return _coerce(inner, value, key, sources)
     if hint is Any:
         return value
     if isinstance(hint, type) and is_dataclass(hint):
-        return _build(hint, value, key + ".", origin)
+        return _build(hint, value, key + ".", sources)
     try:
+        if hint is Secret:
+            # never `got {value!r}` here: the value is the secret
+            text = sources.raw.get(key, value)
+            if not isinstance(text, str):
+                raise ValueError(
+                    f"expected text, got a {type(text).__name__}; quote the value in YAML ('...') so it is "
+                    "read exactly, or give it as ${ENV_VAR} or file:/path"
+                )
+            if not text:
+                raise ValueError("expected a secret, got empty text")
+            return Secret.resolve(text, sources.environ)
         if origin_type is Literal:
             if value not in args:
                 raise ValueError(f"expected one of {', '.join(map(str, args))}, got {value!r}")
@@ -277,7 +373,7 @@ def _coerce(hint: Any, value: Any, key: str, origin: dict[str, str]) -> Any:
             items = (
                 value if isinstance(value, list) else [v.strip() for v in str(value).split(",") if v.strip()]
             )
-            return [_coerce(args[0], item, key, origin) for item in items]
+            return [_coerce(args[0], item, key, sources) for item in items]
         if origin_type is dict:
             if not isinstance(value, dict):
                 raise ValueError(f"expected a mapping, got {value!r}")
@@ -373,3 +469,129 @@ def _check_pipeline(values: dict[str, Any], prefix: str, origin: dict[str, str])
             f"config key {prefix}master: {master!r} is not a Spark master (local[2], spark://host:7077, yarn) "
             f"({source('master')})"
         )
+
+
+_TLS_KEYS = ("ca_file", "cert_file", "key_file", "key_password")
+
+
+def _check_readable_file(path: Path, key: str, source: str) -> None:
+    """A PEM file a client will load: it must exist and be readable now, not at the first connection."""
+    try:
+        with path.open("rb"):
+            pass
+    except FileNotFoundError:
+        raise ConfigError(f"config key {key} ({source}): file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config key {key} ({source}): {path} is a directory, not a file") from None
+    except PermissionError:
+        raise ConfigError(
+            f"config key {key} ({source}): file {path} is not readable by this user (permission denied)"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"config key {key} ({source}): cannot read {path}: {exc.strerror}") from None
+
+
+def _check_client_certificate(values: dict[str, Any], prefix: str, origin: dict[str, str]) -> None:
+    """cert_file and key_file go together; key_password needs key_file; every file is readable."""
+
+    def source(name: str) -> str:
+        return origin.get(prefix + name, "file")
+
+    cert, key = values.get("cert_file"), values.get("key_file")
+    if cert is not None and key is None:
+        raise ConfigError(
+            f"config key {prefix}key_file is required with {prefix}cert_file (the client certificate's "
+            f"private key, PEM) ({source('cert_file')})"
+        )
+    if key is not None and cert is None:
+        raise ConfigError(
+            f"config key {prefix}cert_file is required with {prefix}key_file (the client certificate, PEM) "
+            f"({source('key_file')})"
+        )
+    if values.get("key_password") is not None and key is None:
+        raise ConfigError(
+            f"config key {prefix}key_password is set but {prefix}key_file is not ({source('key_password')})"
+        )
+    for name in ("ca_file", "cert_file", "key_file"):
+        if values.get(name) is not None:
+            _check_readable_file(values[name], prefix + name, source(name))
+
+
+def _check_kafka_security(values: dict[str, Any], prefix: str, origin: dict[str, str]) -> None:
+    def source(name: str) -> str:
+        return origin.get(prefix + name, "file")
+
+    protocol = values.get("protocol", "PLAINTEXT")
+    if protocol in SASL_PROTOCOLS:
+        allowed = {"sasl_mechanism": f" (one of {', '.join(get_args(SaslMechanism))})", "username": "",
+                   "password": " (inline, ${ENV_VAR} or file:/path)"}  # fmt: skip
+        for name, hint in allowed.items():
+            if values.get(name) is None:
+                raise ConfigError(
+                    f"config key {prefix}{name} is required when {prefix}protocol is {protocol!r}{hint} "
+                    f"({source('protocol')})"
+                )
+    else:
+        for name in ("sasl_mechanism", "username", "password"):
+            if values.get(name) is not None:
+                raise ConfigError(
+                    f"config key {prefix}{name} is set but {prefix}protocol is {protocol!r}, which does not "
+                    f"authenticate: set {prefix}protocol to SASL_SSL (or SASL_PLAINTEXT), or remove "
+                    f"{prefix}{name} ({source(name)})"
+                )
+    if protocol not in TLS_PROTOCOLS:
+        for name in _TLS_KEYS:
+            if values.get(name) is not None:
+                raise ConfigError(
+                    f"config key {prefix}{name} is set but {prefix}protocol is {protocol!r}, which does not "
+                    f"use TLS: set {prefix}protocol to SSL or SASL_SSL, or remove {prefix}{name} "
+                    f"({source(name)})"
+                )
+    _check_client_certificate(values, prefix, origin)
+
+
+def _check_cassandra(values: dict[str, Any], prefix: str, origin: dict[str, str]) -> None:
+    def source(name: str) -> str:
+        return origin.get(prefix + name, "file")
+
+    for name, other in (("username", "password"), ("password", "username")):
+        if values.get(name) is not None and values.get(other) is None:
+            raise ConfigError(
+                f"config key {prefix}{other} is required with {prefix}{name} (PasswordAuthenticator) "
+                f"({source(name)})"
+            )
+
+
+def _check_cassandra_tls(values: dict[str, Any], prefix: str, origin: dict[str, str]) -> None:
+    def source(name: str) -> str:
+        return origin.get(prefix + name, "file")
+
+    if not values.get("enabled", False):
+        for name in _TLS_KEYS:
+            if values.get(name) is not None:
+                raise ConfigError(
+                    f"config key {prefix}{name} is set but {prefix}enabled is false: set {prefix}enabled "
+                    f"to true, or remove {prefix}{name} ({source(name)})"
+                )
+    _check_client_certificate(values, prefix, origin)
+
+
+def dump_config(value: Any) -> Any:
+    """The config (or a section of it) as plain YAML/JSON data, every secret shown as `***`."""
+    if isinstance(value, Secret):
+        return MASK
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: dump_config(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, dict):
+        return {str(k): dump_config(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [dump_config(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float | str):
+        return value
+    return str(value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,177 @@ def test_sizes_use_cassandra_units(text: str, size: int) -> None:
 def test_docker_config_is_valid() -> None:
     config = load_config(Path(__file__).resolve().parents[2] / "config" / "cdc.docker.yaml", environ={})
     assert config.kafka.bootstrap_servers == "kafka:9092"
+
+
+def test_security_defaults_keep_plaintext_without_auth(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path, MINIMAL), environ={})
+    security = config.kafka.security
+    assert (security.protocol, security.sasl_mechanism, security.username, security.password) == (
+        "PLAINTEXT", None, None, None,
+    )  # fmt: skip
+    assert security.check_hostname is True
+    assert (config.cassandra.username, config.cassandra.password) == (None, None)
+    assert config.cassandra.tls.enabled is False and config.cassandra.tls.check_hostname is True
+
+
+def _pem(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    path.write_text("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n")
+    return path
+
+
+def test_security_from_file_and_environment(tmp_path: Path) -> None:
+    ca = _pem(tmp_path, "ca.pem")
+    key_password = tmp_path / "key.password"
+    key_password.write_text("kp\n")
+    text = (
+        f"kafka:\n  security:\n    protocol: SSL\n    ca_file: {ca}\n    cert_file: {_pem(tmp_path, 'c.pem')}\n"
+        f"    key_file: {_pem(tmp_path, 'c.key')}\n    key_password: file:{key_password}\n"
+        f"cassandra:\n  tls:\n    enabled: true\n    ca_file: {ca}\n    check_hostname: false\n"
+    )
+    env = {
+        "CDC__KAFKA__SECURITY__PROTOCOL": "SASL_SSL",
+        "CDC__KAFKA__SECURITY__SASL_MECHANISM": "SCRAM-SHA-256",
+        "CDC__KAFKA__SECURITY__USERNAME": "cdc",
+        "CDC__KAFKA__SECURITY__PASSWORD": "007",  # text as given, not the YAML integer 7
+        "CDC__CASSANDRA__USERNAME": "cdc",
+        "CDC__CASSANDRA__PASSWORD": "${CASSANDRA_PW}",
+        "CASSANDRA_PW": "c-pw",
+    }
+    config = load_config(_write(tmp_path, text), environ=env)
+    security = config.kafka.security
+    assert (security.protocol, security.sasl_mechanism, security.username) == (
+        "SASL_SSL",
+        "SCRAM-SHA-256",
+        "cdc",
+    )
+    assert security.password is not None and security.password.reveal() == "007"
+    assert security.key_password is not None and security.key_password.reveal() == "kp"
+    assert security.ca_file == ca
+    assert config.cassandra.password is not None and config.cassandra.password.reveal() == "c-pw"
+    assert config.cassandra.password.source == "environment variable CASSANDRA_PW"
+    assert config.cassandra.tls.enabled and not config.cassandra.tls.check_hostname
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "message"),
+    [
+        (
+            "kafka:\n  security:\n    protocol: TLS\n",
+            {},
+            r"kafka\.security\.protocol \(file .*\): expected one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, "
+            r"got 'TLS'",
+        ),
+        (
+            "kafka:\n  security:\n    protocol: SASL_SSL\n    sasl_mechanism: GSSAPI\n",
+            {},
+            r"kafka\.security\.sasl_mechanism .*expected one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+        ),
+        (
+            "kafka:\n  security:\n    protocol: SASL_SSL\n",
+            {},
+            r"kafka\.security\.sasl_mechanism is required when kafka\.security\.protocol is 'SASL_SSL' "
+            r"\(one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512\)",
+        ),
+        (
+            "kafka:\n  security:\n    sasl_mechanism: PLAIN\n    username: u\n",
+            {"CDC__KAFKA__SECURITY__PROTOCOL": "SASL_PLAINTEXT"},
+            r"kafka\.security\.password is required when kafka\.security\.protocol is 'SASL_PLAINTEXT' "
+            r".*\(environment variable CDC__KAFKA__SECURITY__PROTOCOL\)",
+        ),
+        (
+            "kafka:\n  security:\n    username: u\n",
+            {},
+            r"kafka\.security\.username is set but kafka\.security\.protocol is 'PLAINTEXT', which does not "
+            r"authenticate",
+        ),
+        (
+            "kafka:\n  security:\n    protocol: SASL_PLAINTEXT\n    sasl_mechanism: PLAIN\n    username: u\n"
+            "    password: p\n    ca_file: /etc/ca.pem\n",
+            {},
+            r"kafka\.security\.ca_file is set but kafka\.security\.protocol is 'SASL_PLAINTEXT', which does "
+            r"not use TLS",
+        ),
+        (
+            "kafka:\n  security:\n    protocol: SSL\n    ca_file: /nonexistent/ca.pem\n",
+            {},
+            r"config key kafka\.security\.ca_file \(file .*\): file /nonexistent/ca\.pem does not exist",
+        ),
+        (
+            "kafka:\n  security:\n    protocol: SSL\n    cert_file: /c.pem\n",
+            {},
+            r"kafka\.security\.key_file is required with kafka\.security\.cert_file",
+        ),
+        (
+            "cassandra:\n  tls:\n    enabled: true\n    key_file: /k.pem\n",
+            {},
+            r"cassandra\.tls\.cert_file is required with cassandra\.tls\.key_file",
+        ),
+        (
+            "cassandra:\n  tls:\n    ca_file: /ca.pem\n",
+            {},
+            r"cassandra\.tls\.ca_file is set but cassandra\.tls\.enabled is false",
+        ),
+        (
+            "cassandra:\n  username: cdc\n",
+            {},
+            r"cassandra\.password is required with cassandra\.username",
+        ),
+        (
+            "cassandra:\n  username: cdc\n  password: ${NOT_SET_ANYWHERE}\n",
+            {},
+            r"config key cassandra\.password \(file .*\): environment variable NOT_SET_ANYWHERE is not set",
+        ),
+        (
+            "cassandra:\n  username: cdc\n",
+            {"CDC__CASSANDRA__PASSWORD": "file:/nonexistent/pw"},
+            r"config key cassandra\.password \(environment variable CDC__CASSANDRA__PASSWORD\): secret file "
+            r"/nonexistent/pw does not exist",
+        ),
+        (
+            "kafka:\n  security:\n    protcol: SSL\n",
+            {},
+            r"unknown config key kafka\.security\.protcol .*valid keys under kafka\.security: protocol, "
+            r"sasl_mechanism",
+        ),
+        (
+            "cassandra:\n  tls:\n    enabled: yes please\n",
+            {},
+            r"cassandra\.tls\.enabled \(file .*\): expected true or false",
+        ),
+    ],
+)
+def test_bad_security_settings_name_the_key(
+    tmp_path: Path, text: str, env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(_write(tmp_path, text), environ=env)
+
+
+def test_unreadable_certificate_file_names_key_and_path(tmp_path: Path) -> None:
+    import os
+
+    key = _pem(tmp_path, "client.key")
+    key.chmod(0)
+    if os.access(key, os.R_OK):
+        pytest.skip("running as root: permissions do not stop reads")
+    text = f"kafka:\n  security:\n    protocol: SSL\n    cert_file: {_pem(tmp_path, 'c.pem')}\n    key_file: {key}\n"
+    with pytest.raises(ConfigError, match=rf"kafka\.security\.key_file .*: file {key} is not readable"):
+        load_config(_write(tmp_path, text), environ={})
+
+
+def test_secured_example_is_valid(tmp_path: Path) -> None:
+    """Every key of config/secured.example.yaml loads, with its files and variables provided."""
+    example = Path(__file__).resolve().parents[2] / "config" / "secured.example.yaml"
+    text = example.read_text()
+    files = sorted(set(re.findall(r"(/run/secrets/[\w./-]+|/etc/cdc/tls/[\w./-]+)", text)))
+    assert files, "the example names its files"
+    for name in files:
+        local = tmp_path / name.lstrip("/")
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_text("-----BEGIN CERTIFICATE-----\nsecret\n")
+        text = text.replace(name, str(local))
+    variables = set(re.findall(r"\$\{(\w+)\}", text))
+    config = load_config(_write(tmp_path, text), environ=dict.fromkeys(variables, "from-env"))
+    assert config.kafka.security.protocol == "SASL_SSL" and config.cassandra.tls.enabled
+    assert config.kafka.security.password is not None and config.cassandra.password is not None
