@@ -7,24 +7,23 @@ value or a table id usually goes wrong while a segment is being read, and the op
 from __future__ import annotations
 
 
-def located(reason: str, segment: str | None, offset: int | None) -> str:
-    """``reason`` prefixed with where it happened, as every located error of ours prints it."""
-    where = []
-    if segment is not None:
-        where.append(f"segment {segment}")
-    if offset is not None:
-        where.append(f"offset {offset}")
-    return f"{', '.join(where)}: {reason}" if where else reason
-
-
-class ModelError(Exception):
-    """Base of every error the Cassandra model raises."""
+class LocatedError(Exception):
+    """An error that may name where it happened: the segment and the offset of the bytes concerned."""
 
     def __init__(self, reason: str, *, segment: str | None = None, offset: int | None = None) -> None:
         self.reason = reason
         self.segment = segment
         self.offset = offset
-        super().__init__(located(reason, segment, offset))
+        where = []
+        if segment is not None:
+            where.append(f"segment {segment}")
+        if offset is not None:
+            where.append(f"offset {offset}")
+        super().__init__(f"{', '.join(where)}: {reason}" if where else reason)
+
+
+class ModelError(LocatedError):
+    """Base of every error the Cassandra model raises."""
 
 
 class SchemaError(ModelError):

@@ -7,17 +7,11 @@ Errors of the data model itself (a schema, a value, an unknown table id) are ``c
 
 from __future__ import annotations
 
-from cassandra_model.errors import UnknownTableError, ValueDecodeError, located
+from cassandra_model.errors import LocatedError, UnknownTableError, ValueDecodeError
 
 
-class CommitLogError(Exception):
+class CommitLogError(LocatedError):
     """Base of every error the commit-log decoder raises."""
-
-    def __init__(self, reason: str, *, segment: str | None = None, offset: int | None = None) -> None:
-        self.reason = reason
-        self.segment = segment
-        self.offset = offset
-        super().__init__(located(reason, segment, offset))
 
 
 class SegmentFormatError(CommitLogError):
