@@ -5,6 +5,10 @@ durable offset in its `_cdc.idx`, publishes one raw event per partition update o
 saves per-segment offsets once Kafka acknowledged everything before them, and releases (deletes or
 archives) a segment only when it is COMPLETED, read to its end and fully acknowledged. Unreadable data
 is quarantined with a report and reading goes on.
+
+At start, a Cassandra or Kafka that refuses the agent for a reason the config must fix (credentials, TLS,
+key files) ends it with AccessError naming the key (`cdc agent` prints it and exits non-zero) before any
+segment is read: after the fix a restart goes on from the saved offsets.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from agents.ack_tracker import AckTracker
 from agents.cdc_raw import CdcSegment, list_cdc_segments
 from agents.commitlog.errors import CommitLogError, MutationDecodeError
 from agents.commitlog.log_reader import SegmentDecoder, StopBeforeEntry
+from agents.errors import ACCESS_REFUSALS_BEFORE_EXIT, AccessError
 from agents.health_server import HealthServer
 from agents.metrics import AgentMetrics
 from agents.offset_store import OffsetStore
@@ -120,11 +125,18 @@ class NodeAgent:
             log.info("agent stopped; offsets saved")
 
     async def _load_schema(self) -> bool:
+        """The first schema, retrying while Cassandra does not answer; AccessError when it keeps refusing
+        the agent for a reason the config must fix."""
         backoff = 0.5
+        refusals = 0
         while not self.stopping.is_set():
             if await asyncio.to_thread(self.schema.reload):
                 log.info("schema loaded: %d tables", len(self.schema.catalog))
                 return True
+            problem = self.schema.problem
+            refusals = refusals + 1 if problem is not None else 0
+            if problem is not None and refusals >= ACCESS_REFUSALS_BEFORE_EXIT:
+                raise AccessError(f"Cassandra refuses the agent: {problem}")
             await wait_or_stop(self.stopping, backoff)
             backoff = min(backoff * 2, 10.0)
         return False

@@ -10,7 +10,13 @@ by a new one (a new producer id starts its sequences afresh) before the failed r
 
 While the broker is away aiokafka keeps retrying batches itself (with idempotence, without a deadline), so
 no send fails; a watchdog counts a send error, logs and clears `connected` whenever records stay
-unacknowledged for request_timeout_ms, so an outage shows in the metrics and the health endpoint.
+unacknowledged for request_timeout_ms, so an outage shows in the metrics and the health endpoint (with
+the reason when it is one the config can fix, from runtime.kafka_clients.diagnose_kafka).
+
+Every client is made by runtime.kafka_clients (`kafka.security`: TLS, SASL). At start a refusal the
+config must fix (wrong password, untrusted certificate, TLS on one side only, a key file that does not
+load) stops the agent with AccessError naming the key, once it repeats ACCESS_REFUSALS_BEFORE_EXIT times;
+nothing has been read then, so nothing is lost.
 """
 
 from __future__ import annotations
@@ -30,10 +36,14 @@ from aiokafka.errors import (
     UnknownProducerId,
 )
 
+from agents.errors import ACCESS_REFUSALS_BEFORE_EXIT, AccessError
 from agents.metrics import AgentMetrics
 from agents.stop_signal import wait_or_stop
 from runtime.config import KafkaConfig
+from runtime.kafka_clients import KafkaAccessError, diagnose_kafka, make_producer, start_kafka_client
 from runtime.kafka_topics import TopicSpec, ensure_topics
+from runtime.secrets import scrub
+from runtime.tls import ClientSetupError
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +75,33 @@ class RawPublisher:
         self.connected = False
 
     async def start(self, stopping: asyncio.Event) -> bool:
-        """Connect and create the topics, retrying with backoff; False if asked to stop meanwhile."""
+        """Connect and create the topics, retrying with backoff; False if asked to stop meanwhile.
+
+        AccessError when the config cannot work: a client that cannot be made (ClientSetupError), or
+        ACCESS_REFUSALS_BEFORE_EXIT refusals in a row that the config must fix (KafkaAccessError).
+        """
         backoff = 0.2
+        refusals = 0
         while not stopping.is_set():
             try:
                 await self._ensure_topics()
                 producer = await self._new_producer()
+            except ClientSetupError as exc:
+                raise AccessError(f"cannot make a Kafka client: {exc}") from exc
+            except KafkaAccessError as exc:
+                reason = exc.args[0] if exc.args else str(exc)  # str() of a KafkaError adds its class name
+                refusals += 1
+                if refusals >= ACCESS_REFUSALS_BEFORE_EXIT:
+                    raise AccessError(f"Kafka refuses the agent: {reason}") from exc
+                log.warning("Kafka refuses the agent (%s); retrying in %.1f s", reason, backoff)
+                self.metrics.send_errors.inc()
+                await wait_or_stop(stopping, backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                continue
             except (KafkaError, OSError) as exc:
+                refusals = 0
                 log.warning("Kafka at %s not reachable yet (%s); retrying in %.1f s",
-                            self.config.bootstrap_servers, exc, backoff)  # fmt: skip
+                            self.config.bootstrap_servers, self._safe(exc), backoff)  # fmt: skip
                 self.metrics.send_errors.inc()
                 await wait_or_stop(stopping, backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
@@ -93,23 +121,41 @@ class RawPublisher:
             if self._in_flight and waited > timeout:
                 self.connected = False
                 self.metrics.send_errors.inc()
-                log.warning("%d records (%d bytes) unacknowledged for %.0f s: Kafka at %s is not answering",
-                            self._in_flight, self._in_flight_bytes, waited, self.config.bootstrap_servers)  # fmt: skip
+                reason = await self._diagnose()
+                log.warning("%d records (%d bytes) unacknowledged for %.0f s: Kafka at %s is not answering%s",
+                            self._in_flight, self._in_flight_bytes, waited, self.config.bootstrap_servers,
+                            f" ({reason})" if reason else "")  # fmt: skip
                 self._progress_at = time.monotonic()
 
+    async def _diagnose(self) -> str | None:
+        """Why Kafka does not answer, when the config can fix it (a password changed on the broker...)."""
+        try:
+            return await diagnose_kafka(self.config)
+        except Exception as exc:  # a diagnosis must never end the watchdog
+            log.debug("diagnosing Kafka failed: %s", self._safe(exc))
+            return None
+
+    def _safe(self, exc: BaseException) -> str:
+        """An exception's text for a log line, with any secret of the config masked."""
+        security = self.config.security
+        return scrub(str(exc), (security.password, security.key_password))
+
     async def _new_producer(self) -> AIOKafkaProducer:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self.config.bootstrap_servers,
+        """A started producer (servers, request timeout and security from the config); KafkaAccessError
+        when it cannot connect for a reason the config can fix."""
+        producer = make_producer(
+            self.config,
             client_id="cdc-agent",
             acks="all",
             enable_idempotence=True,
             linger_ms=5,
             max_batch_size=256 * 1024,
-            request_timeout_ms=self.config.request_timeout_ms,
             retry_backoff_ms=200,
         )
         try:
-            await producer.start()
+            await start_kafka_client(producer, self.config)
+        except KafkaAccessError:
+            raise  # start_kafka_client stopped it
         except BaseException:
             await producer.stop()
             raise
@@ -123,8 +169,9 @@ class RawPublisher:
                 return
             try:
                 fresh = await self._new_producer()
-            except (KafkaError, OSError) as exc:
-                log.warning("cannot start a new Kafka producer yet (%s); retrying with the next resend", exc)
+            except (KafkaError, OSError, ClientSetupError) as exc:
+                log.warning("cannot start a new Kafka producer yet (%s); retrying with the next resend",
+                            self._safe(exc))  # fmt: skip
                 return
             self._producer = fresh
             self._stale = None
@@ -136,12 +183,11 @@ class RawPublisher:
     async def _ensure_topics(self) -> None:
         raw, schema_topic = self.config.raw_topic, self.config.schema_topic
         partitions = await ensure_topics(
-            self.config.bootstrap_servers,
+            self.config,
             [
                 TopicSpec(raw, self.config.raw_partitions, self.config.replication_factor),
                 TopicSpec(schema_topic, 1, self.config.replication_factor, {"cleanup.policy": "compact"}),
             ],
-            request_timeout_ms=self.config.request_timeout_ms,
         )
         if partitions.get(raw) and partitions[raw] != self.config.raw_partitions:
             log.error(
@@ -224,7 +270,7 @@ class RawPublisher:
         if now - self._failure_logged_at >= FAILURE_LOG_INTERVAL_S:
             log.warning("%d sends failed in the last %.0f s (latest to %s: %s: %s); resending with backoff",
                         self._failures_unlogged, now - self._failure_logged_at, topic, type(exc).__name__,
-                        exc)  # fmt: skip
+                        self._safe(exc))  # fmt: skip
             self._failure_logged_at = now
             self._failures_unlogged = 0
 

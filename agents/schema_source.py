@@ -3,11 +3,15 @@
 The catalog only grows: a reload merges the node's current system_schema into it, so mutations of a
 table that was dropped (still in older segments) keep decoding. Every CDC table's definition is
 published to the compacted schema topic whenever it changes (ALTER, new table) or is dropped.
+
+The driver Cluster comes from runtime.cassandra_session (`cassandra.username/password/tls`). A failed
+reload whose cause the config must fix (refused login, TLS) leaves its actionable message in `problem`.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from enum import Enum
@@ -21,13 +25,29 @@ from cassandra_model.errors import ModelError, UnknownTableError
 from cassandra_model.schema_cql import table_to_cql
 from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import SchemaCatalog, TableSchema
+from runtime.cassandra_session import cassandra_cluster, explain_cassandra_error
 from runtime.config import CassandraConfig
+from runtime.secrets import scrub
 from schemas.schema_event import SchemaEvent, schema_event
 
 log = logging.getLogger(__name__)
 
 #: a schema miss triggers at most one reload per this many seconds (a dropped table's mutations recur)
 MIN_RELOAD_INTERVAL_S = 2.0
+
+_connecting = threading.local()
+
+
+class _QuietConnect(logging.Filter):
+    """Drops the driver's records (an ERROR with a traceback per failed connect) of the thread inside
+    `_connect`: reload() reports that failure itself, with the config key to fix when there is one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_connecting, "active", False)
+
+
+for _name in ("cassandra.cluster", "cassandra.connection", "cassandra.pool"):
+    logging.getLogger(_name).addFilter(_QuietConnect())
 
 
 class MissAction(Enum):
@@ -51,6 +71,8 @@ class SchemaSource:
         self._dropped: set[uuid.UUID] = set()
         self._misses: dict[str, float] = {}
         self.reachable = False
+        self.problem: str | None = None
+        """Why the last reload failed, when the config must change (names the key; no secret); else None."""
 
     def _connect(self) -> Session:
         if self._session is None:
@@ -61,20 +83,24 @@ class SchemaSource:
             profile = ExecutionProfile(
                 load_balancing_policy=WhiteListRoundRobinPolicy(self.config.contact_points)
             )
-            cluster = Cluster(self.config.contact_points, port=self.config.port, protocol_version=5,
-                              execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-                              connect_timeout=5, control_connection_timeout=5)  # fmt: skip
+            cluster = cassandra_cluster(self.config, protocol_version=5,
+                                        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+                                        connect_timeout=5, control_connection_timeout=5)  # fmt: skip
+            _connecting.active = True
             try:
                 self._session = cluster.connect()
             except Exception:
                 cluster.shutdown()
                 raise
+            finally:
+                _connecting.active = False
             self._cluster = cluster
         return self._session
 
     def reload(self) -> bool:
         """Merge the node's current schema into the catalog; False (logged) when Cassandra does not answer."""
         self._last_reload = time.monotonic()
+        self.problem = None
         try:
             session = self._connect()
             # Every keyspace, even with `keyspaces` set: a table the catalog lacks reads as "created after
@@ -85,8 +111,13 @@ class SchemaSource:
             self.reachable = True
             return False
         except Exception as exc:  # driver errors of every kind mean "not reachable now"
-            log.warning("Cassandra at %s not answering schema queries (%s)", self.config.contact_points, exc)
             self.reachable = False
+            self.problem = explain_cassandra_error(exc, self.config)
+            if self.problem is not None:
+                log.warning("Cassandra refuses the agent: %s", self.problem)
+            else:
+                log.warning("Cassandra at %s not answering schema queries (%s)", self.config.contact_points,
+                            scrub(str(exc), (self.config.password, self.config.tls.key_password)))  # fmt: skip
             return False
         self.reachable = True
         dropped = {t.table_id for t in self.catalog.tables()} - {t.table_id for t in fresh.tables()}

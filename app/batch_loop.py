@@ -35,6 +35,7 @@ from app.raw_consumer import RawRecord
 from app.transactional_sink import OpenTransaction, TransactionalSink
 from app.worker_stats import WorkerStats
 from cassandra_model.table_schema import TableSchema
+from runtime.config import KafkaConfig
 from runtime.kafka_topics import TopicSpec, ensure_topics
 from schemas.raw_event import RawEventError, decode_raw_event, peek_raw_event
 from schemas.schema_topic import TableSchemas
@@ -97,7 +98,7 @@ class BatchLoop:
     def __init__(
         self,
         *,
-        bootstrap_servers: str,
+        kafka: KafkaConfig,
         topics: Topics,
         partitions: PartitionStates,
         schemas: TableSchemas,
@@ -106,7 +107,7 @@ class BatchLoop:
         stats: WorkerStats,
         digest_horizon_s: int,
     ) -> None:
-        self.bootstrap_servers = bootstrap_servers
+        self.kafka = kafka
         self.topics = topics
         self.partitions = partitions
         self.schemas = schemas
@@ -377,7 +378,7 @@ class BatchLoop:
         if not new:
             return
         await ensure_topics(
-            self.bootstrap_servers,
+            self.kafka,
             [
                 TopicSpec(
                     name,

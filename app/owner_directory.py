@@ -17,12 +17,15 @@ import time
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from runtime.config import KafkaConfig
+from runtime.kafka_clients import make_consumer, make_producer, start_kafka_client
+
 log = logging.getLogger(__name__)
 
 
 class OwnerDirectory:
-    def __init__(self, bootstrap_servers: str, topic: str, url: str, worker_id: str) -> None:
-        self.bootstrap_servers = bootstrap_servers
+    def __init__(self, kafka: KafkaConfig, topic: str, url: str, worker_id: str) -> None:
+        self.kafka = kafka
         self.topic = topic
         self.url = url
         self.worker_id = worker_id
@@ -40,10 +43,12 @@ class OwnerDirectory:
         return {p: {"url": u, "worker_id": w, "since": t} for p, (u, w, t) in sorted(self._owners.items())}
 
     async def start(self) -> None:
-        self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, acks="all")
-        await self._producer.start()
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False)
-        await self._consumer.start()
+        producer = make_producer(self.kafka, acks="all")
+        await start_kafka_client(producer, self.kafka)
+        self._producer = producer
+        consumer = make_consumer(self.kafka, enable_auto_commit=False)
+        await start_kafka_client(consumer, self.kafka)
+        self._consumer = consumer
         tp = TopicPartition(self.topic, 0)
         self._consumer.assign([tp])
         await self._consumer.seek_to_beginning(tp)
@@ -82,10 +87,12 @@ class OwnerDirectory:
                         log.warning("unreadable owner record at %s@%d", self.topic, record.offset)
 
     async def stop(self) -> None:
-        if self._follow is not None:
-            self._follow.cancel()
+        follow, self._follow = self._follow, None
+        if follow is not None:
+            follow.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._follow
-        for client in (self._consumer, self._producer):
+                await follow
+        clients, self._consumer, self._producer = (self._consumer, self._producer), None, None
+        for client in clients:
             if client is not None:
                 await client.stop()

@@ -13,10 +13,12 @@ import logging
 import time
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from app.errors import RecoveryError
 from app.worker_stats import WorkerStats
+from runtime.config import KafkaConfig
+from runtime.kafka_clients import make_consumer, start_kafka_client
 from state.store.partition_store import PartitionStore, StoreOptions
 
 log = logging.getLogger(__name__)
@@ -34,13 +36,13 @@ class PartitionStates:
     def __init__(
         self,
         data_directory: Path,
-        bootstrap_servers: str,
+        kafka: KafkaConfig,
         changelog: str,
         options: StoreOptions,
         stats: WorkerStats,
     ) -> None:
         self.data_directory = data_directory
-        self.bootstrap_servers = bootstrap_servers
+        self.kafka = kafka
         self.changelog = changelog
         self.options = options
         self.stats = stats
@@ -105,13 +107,13 @@ class PartitionStates:
 
     async def _catch_up(self, stores: dict[int, PartitionStore]) -> int:
         """Apply the committed changelog records each store has not applied yet; return how many."""
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap_servers,
+        consumer = make_consumer(
+            self.kafka,
             isolation_level="read_committed",
             enable_auto_commit=False,
             max_poll_records=RESTORE_BATCH_RECORDS,
         )
-        await consumer.start()
+        await start_kafka_client(consumer, self.kafka)
         applied = 0
         try:
             tps = {p: TopicPartition(self.changelog, p) for p in stores}

@@ -24,6 +24,8 @@ from typing import Any, Protocol
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 
 from app.errors import WorkerError
+from runtime.config import KafkaConfig
+from runtime.kafka_clients import make_consumer, start_kafka_client
 
 log = logging.getLogger(__name__)
 
@@ -75,16 +77,16 @@ class RawConsumer:
     def __init__(
         self,
         *,
-        bootstrap_servers: str,
+        kafka: KafkaConfig,
         topic: str,
         group_id: str,
         batch_max_events: int,
         batch_max_wait_ms: int,
         session_timeout_ms: int,
-        request_timeout_ms: int,
         on_assigned: PartitionsCallback,
         on_revoked: PartitionsCallback,
     ) -> None:
+        self.kafka = kafka
         self.topic = topic
         self.batch_max_events = batch_max_events
         self.batch_max_wait_ms = batch_max_wait_ms
@@ -93,13 +95,12 @@ class RawConsumer:
         self.generation = 0
         self._consumer: AIOKafkaConsumer | None = None
         self._settings: dict[str, Any] = dict(
-            bootstrap_servers=bootstrap_servers,
             group_id=group_id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=min(3000, session_timeout_ms // 5),
-            request_timeout_ms=max(request_timeout_ms, session_timeout_ms + 5000),
+            request_timeout_ms=max(kafka.request_timeout_ms, session_timeout_ms + 5000),
             max_poll_records=batch_max_events,
             # a batch is merged and committed between two getmany calls: a few seconds at most, but a
             # broker restart can hold a commit for RETRY_FOR_S; the member must not be evicted meanwhile
@@ -110,9 +111,9 @@ class RawConsumer:
         )
 
     async def start(self) -> None:
-        consumer = AIOKafkaConsumer(**self._settings)  # aiokafka wants the running loop
+        consumer = make_consumer(self.kafka, **self._settings)  # aiokafka wants the running loop
         consumer.subscribe([self.topic], listener=_Rebalance(self))
-        await consumer.start()
+        await start_kafka_client(consumer, self.kafka)
         self._consumer = consumer
 
     async def stop(self) -> None:

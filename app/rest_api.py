@@ -20,6 +20,7 @@ from yarl import URL
 from app.key_parser import parse_primary_key
 from app.key_partition import key_partition
 from cassandra_model.table_schema import TableSchema
+from runtime.secrets import Secret
 from schemas.change_json import json_value_row
 from schemas.raw_event import encode_raw_key
 from state.cell_merge import Deletion
@@ -38,14 +39,19 @@ def _deletion(d: Deletion | None) -> dict[str, int] | None:
     return {"timestamp": d.timestamp, "local_deletion_time": d.local_deletion_time}
 
 
+def authorized(token: Secret | None, header: str) -> bool:
+    """Whether an Authorization header is `Bearer <worker.web_token>` (any is, without a token); compared in
+    constant time, so a wrong guess tells nothing about how much of it was right."""
+    if token is None:
+        return True
+    return hmac.compare_digest(header.encode(), f"Bearer {token.reveal()}".encode())
+
+
 def register_views(app: faust.App, worker: Worker) -> None:
     token = worker.settings.web_token
 
     def denied(view: View, request: Request) -> Response | None:
-        if token is None:
-            return None
-        given = request.headers.get("Authorization", "")
-        if hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        if authorized(token, request.headers.get("Authorization", "")):
             return None
         return view.json({"error": "missing or wrong bearer token (worker.web_token)"}, status=401)
 

@@ -26,6 +26,8 @@ from aiokafka.structs import RecordMetadata
 
 from app.errors import TransactionFailed
 from app.key_partition import key_partitions
+from runtime.config import KafkaConfig
+from runtime.kafka_clients import make_producer, start_kafka_client
 
 log = logging.getLogger(__name__)
 
@@ -154,22 +156,14 @@ class OpenTransaction:
 
 
 class TransactionalSink:
-    """The worker's transactional producer."""
+    """The worker's transactional producer (servers, timeouts and security from ``kafka``)."""
 
-    def __init__(
-        self,
-        bootstrap_servers: str,
-        transactional_id: str,
-        *,
-        transaction_timeout_ms: int,
-        request_timeout_ms: int = 30_000,
-    ) -> None:
+    def __init__(self, kafka: KafkaConfig, transactional_id: str, *, transaction_timeout_ms: int) -> None:
+        self.kafka = kafka
         self.transactional_id = transactional_id
         self._settings: dict[str, Any] = {
-            "bootstrap_servers": bootstrap_servers,
             "transactional_id": transactional_id,
             "transaction_timeout_ms": transaction_timeout_ms,
-            "request_timeout_ms": request_timeout_ms,
             "enable_idempotence": True,
             "acks": "all",
             "linger_ms": 0,  # records go out as whole prebuilt batches: waiting for more adds nothing
@@ -180,9 +174,10 @@ class TransactionalSink:
 
     async def start(self) -> None:
         """Connect and register the transactional id (which fences an earlier producer with the same id)."""
-        producer = AIOKafkaProducer(**self._settings)
+        producer = make_producer(self.kafka, **self._settings)
         try:
-            await asyncio.wait_for(producer.start(), self.timeout_s * 3)
+            # KafkaAccessError (from KafkaConnectionError) names the kafka.security key to fix
+            await asyncio.wait_for(start_kafka_client(producer, self.kafka), self.timeout_s * 3)
         except BaseException:
             with contextlib.suppress(Exception):
                 await producer.stop()

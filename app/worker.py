@@ -6,6 +6,10 @@ own group-managed consumer in whole batches (see raw_consumer: Faust's per-event
 of a worker's CPU), merged by one task, so at concurrency 1, and each batch is committed in one Kafka
 transaction with its state changelog, clean events and offsets (see batch_loop). Faust's own Kafka
 consumer and producer are not started: nothing of the worker goes through them.
+
+Every Kafka client of the worker (raw consumer, transactional producer, owners, changelog restore, schema
+topic, admin) and Faust's broker settings come from runtime.kafka_clients, so `kafka.security` reaches all
+of them; a Kafka that refuses the worker ends it with the setting to fix (see ``prepare``).
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ import contextlib
 import gc
 import logging
 import socket
+import ssl
 import time
 
 import faust
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, SaslAuthenticationFailed, UnsupportedSaslMechanismError
 from faust.app.base import BootStrategy
 from rocksdict import Cache, WriteBufferManager
 
@@ -31,8 +36,10 @@ from app.raw_consumer import RawConsumer
 from app.rest_api import register_views
 from app.transactional_sink import TransactionalSink
 from app.worker_stats import WorkerStats
-from runtime.config import CdcConfig, ConfigError, WorkerConfig
+from runtime.config import CdcConfig, ConfigError, KafkaConfig, WorkerConfig
+from runtime.kafka_clients import KafkaAccessError, explain_kafka_error, faust_broker
 from runtime.kafka_topics import TopicSpec, ensure_topics
+from runtime.tls import ClientSetupError
 from schemas.change_codec import ChangeCodec
 from schemas.change_json import JsonChangeCodec
 from schemas.schema_topic import TableSchemas
@@ -87,12 +94,10 @@ class Worker:
             clean_partitions=settings.clean_partitions,
             replication_factor=kafka.replication_factor,
         )
-        self.schemas = TableSchemas(
-            kafka.bootstrap_servers, kafka.schema_topic, request_timeout_ms=kafka.request_timeout_ms
-        )
+        self.schemas = TableSchemas(kafka, kafka.schema_topic)
         self.partitions = PartitionStates(
             settings.data_directory,
-            kafka.bootstrap_servers,
+            kafka,
             self.topics.changelog,
             StoreOptions(
                 write_buffer_bytes=settings.write_buffer_size,
@@ -109,13 +114,12 @@ class Worker:
             refuse_counters=settings.counter_tables == "refuse",
         )
         self.sink = TransactionalSink(
-            kafka.bootstrap_servers,
+            kafka,
             f"{settings.app_id}-{settings.worker_id}",
             transaction_timeout_ms=settings.transaction_timeout_ms,
-            request_timeout_ms=kafka.request_timeout_ms,
         )
         self.loop = BatchLoop(
-            bootstrap_servers=kafka.bootstrap_servers,
+            kafka=kafka,
             topics=self.topics,
             partitions=self.partitions,
             schemas=self.schemas,
@@ -128,17 +132,14 @@ class Worker:
             settings.web_bind if settings.web_bind not in ("0.0.0.0", "::") else socket.gethostname()
         )
         self.url = f"http://{self.web_host}:{settings.web_port}"
-        self.owners = OwnerDirectory(
-            kafka.bootstrap_servers, f"{settings.app_id}.owners", self.url, settings.worker_id
-        )
+        self.owners = OwnerDirectory(kafka, f"{settings.app_id}.owners", self.url, settings.worker_id)
         self.consumer = RawConsumer(
-            bootstrap_servers=kafka.bootstrap_servers,
+            kafka=kafka,
             topic=kafka.raw_topic,
             group_id=settings.app_id,
             batch_max_events=settings.batch_max_events,
             batch_max_wait_ms=settings.batch_max_wait_ms,
             session_timeout_ms=settings.session_timeout_ms,
-            request_timeout_ms=kafka.request_timeout_ms,
             on_assigned=self._on_assigned,
             on_revoked=self._on_revoked,
         )
@@ -147,10 +148,14 @@ class Worker:
         self.app = self._build_app()
 
     def _build_app(self) -> faust.App:
-        settings, kafka = self.settings, self.config.kafka
+        settings = self.settings
+        # Faust's own consumer and producer are off (see _WorkerBoot), but should anything of Faust make
+        # a Kafka client, it has the config's TLS and SASL too
+        broker = faust_broker(self.config.kafka)
         app = _WorkerApp(
             settings.app_id,
-            broker=[f"kafka://{server}" for server in kafka.bootstrap_servers.split(",")],
+            broker=broker.urls,
+            broker_credentials=broker.credentials,
             store="memory://",
             autodiscover=False,
             datadir=str(settings.data_directory / "faust"),
@@ -246,13 +251,25 @@ class Worker:
 
     async def prepare(self) -> None:
         """Before Faust starts: topics exist, schemas are read, the transactional producer fences its
-        predecessor (which aborts the transaction a killed worker left open)."""
+        predecessor (which aborts the transaction a killed worker left open).
+
+        A Kafka that does not answer is waited for up to worker.startup_timeout_s. One that refuses the
+        worker (credentials, certificates, TLS on one side only, an unreadable key file) does not change
+        its mind: that ends the start at once, with the kafka.security key to fix. Nothing is consumed
+        before this succeeds, so nothing is lost."""
         deadline = time.monotonic() + self.settings.startup_timeout_s
         while True:
             try:
                 await self._prepare()
                 return
+            except ClientSetupError as exc:  # a kafka.security file or key: the config must change
+                await self.shutdown()
+                raise WorkerError(f"cannot make the worker's Kafka clients: {exc}") from None
             except (KafkaError, OSError) as exc:
+                refusal = kafka_refusal(exc, self.config.kafka)
+                if refusal is not None:
+                    await self.shutdown()
+                    raise WorkerError(f"Kafka refused the worker: {refusal}") from exc
                 if time.monotonic() >= deadline:
                     raise WorkerError(
                         f"cannot prepare the worker on Kafka at {self.config.kafka.bootstrap_servers} "
@@ -273,7 +290,7 @@ class Worker:
                 f"config key worker.data_directory: cannot create {self.settings.data_directory}: {exc.strerror}"
             ) from exc
         counts = await ensure_topics(
-            kafka.bootstrap_servers,
+            kafka,
             [
                 TopicSpec(kafka.raw_topic, kafka.raw_partitions, kafka.replication_factor),
                 TopicSpec(kafka.schema_topic, 1, kafka.replication_factor, {"cleanup.policy": "compact"}),
@@ -291,7 +308,6 @@ class Worker:
                     {"cleanup.policy": "compact"},
                 ),
             ],
-            request_timeout_ms=kafka.request_timeout_ms,
         )
         if counts.get(kafka.raw_topic) != kafka.raw_partitions:
             raise ConfigError(
@@ -340,11 +356,31 @@ def _settle_garbage_collector() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
+def kafka_refusal(exc: BaseException, kafka: KafkaConfig) -> str | None:
+    """Why Kafka refuses this worker for good (authentication, certificates, TLS on one side only), naming
+    the kafka.security key to fix and never a secret; None for what may pass (a broker not up yet)."""
+    if isinstance(exc, KafkaAccessError):  # a client's start diagnosed it (runtime.kafka_clients)
+        return str(exc.args[0]) if exc.args else str(exc)  # str() would start with the class name
+    if isinstance(
+        exc, SaslAuthenticationFailed | UnsupportedSaslMechanismError | ssl.SSLCertVerificationError
+    ):
+        return explain_kafka_error(exc, kafka)
+    return None  # a connection closed or refused midway is a broker going away, not a refusal
+
+
 def run_worker(config: CdcConfig) -> int:
-    """Run until SIGINT/SIGTERM; the exit code is not 0 when the worker stopped on an error."""
+    """Run until SIGINT/SIGTERM; the exit code is not 0 when the worker stopped on an error.
+
+    WorkerError when Kafka refuses the worker (at start-up, or later when a client starts again)."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    worker = Worker(config)
+    try:
+        worker = Worker(config)
+    except BaseException as exc:
+        loop.close()
+        if isinstance(exc, ClientSetupError):  # Faust's broker credentials: a kafka.security file or key
+            raise WorkerError(f"cannot make the worker's Kafka clients: {exc}") from None
+        raise
     loop.run_until_complete(worker.prepare())
     faust_worker = faust.Worker(worker.app, loop=loop, loglevel="WARNING", quiet=True, override_logging=False)
     try:
@@ -356,4 +392,9 @@ def run_worker(config: CdcConfig) -> int:
     finally:
         if not loop.is_closed():
             loop.run_until_complete(worker.shutdown())
-    return 1 if worker.loop.failed is not None else code
+    failed = worker.loop.failed
+    if failed is not None and (refusal := kafka_refusal(failed, config.kafka)) is not None:
+        raise WorkerError(f"Kafka refused the worker: {refusal}") from failed
+    if isinstance(failed, ClientSetupError):
+        raise WorkerError(f"cannot make the worker's Kafka clients: {failed}") from None
+    return 1 if failed is not None else code

@@ -70,7 +70,7 @@ def _cmd_infra_status(args: argparse.Namespace) -> int:
 def _cmd_segment_dump(args: argparse.Namespace) -> int:
     from cdc.segment_dump import dump, expand_targets, load_catalog
 
-    catalog = load_catalog(args.schema_cql, args.host, args.port)
+    catalog = load_catalog(args.schema_cql, args.host, args.port, config_file=args.config)
     return dump(expand_targets(args.paths), catalog, start=args.start, stop=args.stop)
 
 
@@ -194,12 +194,15 @@ def build_parser() -> argparse.ArgumentParser:
     seg_dump.add_argument(
         "paths", nargs="+", type=Path, metavar="PATH", help="segment files or cdc_raw folders"
     )
-    source = seg_dump.add_mutually_exclusive_group(required=True)
+    source = seg_dump.add_mutually_exclusive_group()
     source.add_argument(
         "--schema-cql", type=Path, metavar="FILE", help="CQL DDL whose tables carry WITH ID = <uuid>"
     )
     source.add_argument("--host", help="read the schema from this node's system_schema")
-    seg_dump.add_argument("--port", type=int, default=9042, help="CQL port of --host (default 9042)")
+    seg_dump.add_argument("--port", type=int, help="CQL port of the node (default: the config's, else 9042)")
+    seg_dump.add_argument("--config", type=Path, metavar="FILE",
+                          help="YAML config like the agent's: its cassandra section (contact point, port, "
+                          "username, password, tls) reaches the node; --host/--port override the address")  # fmt: skip
     seg_dump.add_argument("--from", dest="start", type=int, default=0, metavar="POS",
                           help="logical position to start at (one returned before as a resume position)")  # fmt: skip
     seg_dump.add_argument("--to", dest="stop", type=int, metavar="POS", help="read no entry ending past POS")

@@ -3,16 +3,25 @@
 Updates go to stdout; damage, undecodable entries, unknown tables and unsupported segments go to stderr
 as JSON lines naming the segment and offset. The exit status is 1 when a segment, section or entry
 could not be read or decoded; skipped mutations of tables outside the schema are reported, not failed.
+
+The schema comes from a CQL file or from a node's system_schema. A node is reached with the driver
+Cluster of runtime.cassandra_session, so `--config FILE` (the agent's config format) brings its
+`cassandra` section: contact point, port, username, password and TLS. `--host`/`--port` pick the node
+(with or without a config).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, ExecutionProfile
+from cassandra.policies import WhiteListRoundRobinPolicy
 
 from agents.cdc_raw import list_cdc_segments
 from agents.commitlog.cdc_index import read_cdc_index
@@ -25,6 +34,16 @@ from cassandra_model.digest import update_digest_hex
 from cassandra_model.errors import ModelError
 from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import SchemaCatalog
+from runtime.cassandra_session import cassandra_cluster, explain_cassandra_error
+from runtime.config import CassandraConfig, load_config
+from runtime.secrets import scrub
+
+DEFAULT_CQL_PORT = 9042
+
+
+class SchemaLoadError(ValueError):
+    """The schema could not be read from the node; the message says why and, when the config can fix it,
+    which key (never a secret)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -36,18 +55,62 @@ class DumpTarget:
     completed: bool
 
 
-def load_catalog(schema_cql: Path | None, host: str | None, port: int = 9042) -> SchemaCatalog:
-    if schema_cql is not None:
-        return load_schema_from_cql(schema_cql)
-    if host is not None:
-        from infra.cql import connect
+def load_catalog(
+    schema_cql: Path | None,
+    host: str | None = None,
+    port: int | None = None,
+    *,
+    config_file: Path | None = None,
+) -> SchemaCatalog:
+    """The schema from `schema_cql`, or from a node's system_schema.
 
-        cluster = connect(host, port)
-        try:
-            return load_schema_from_session(cluster.connect())
-        finally:
-            cluster.shutdown()
-    raise ValueError("a schema is needed to decode rows: give --schema-cql FILE or --host HOST")
+    The node is `host` (default: the first of the config's cassandra.contact_points) on `port` (default:
+    the config's cassandra.port, else 9042); credentials and TLS come from the `cassandra` section of
+    `config_file` (loaded as the agent loads it, with CDC__ overrides), none without one.
+    """
+    if schema_cql is not None:
+        if config_file is not None or host is not None:
+            raise ValueError("--schema-cql reads no node: give it alone, or --host/--config without it")
+        return load_schema_from_cql(schema_cql)
+    if host is None and config_file is None:
+        raise ValueError(
+            "a schema is needed to decode rows: give --schema-cql FILE, --host HOST or --config FILE"
+        )
+    cassandra = load_config(config_file).cassandra if config_file is not None else CassandraConfig()
+    if host is None and not cassandra.contact_points:
+        raise ValueError(f"config {config_file} has no cassandra.contact_points: give --host HOST")
+    return load_catalog_from_node(
+        cassandra,
+        host or cassandra.contact_points[0],
+        port if port is not None else (cassandra.port if config_file is not None else DEFAULT_CQL_PORT),
+    )
+
+
+def load_catalog_from_node(cassandra: CassandraConfig, host: str, port: int) -> SchemaCatalog:
+    """Every table of one node's system_schema (queries pinned to that node), with `cassandra`'s login
+    and TLS; SchemaLoadError names the setting at fault."""
+    logging.getLogger("cassandra").setLevel(logging.ERROR)
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([host]), request_timeout=30.0)
+    cluster = cassandra_cluster(
+        cassandra,
+        contact_points=[host],
+        port=port,
+        protocol_version=5,
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        connect_timeout=10,
+        control_connection_timeout=10,
+    )
+    try:
+        return load_schema_from_session(cluster.connect())
+    except (CommitLogError, ModelError):
+        raise
+    except Exception as exc:  # the driver's errors of every kind
+        reason = explain_cassandra_error(exc, cassandra)
+        if reason is None:
+            reason = scrub(f"{type(exc).__name__}: {exc}", (cassandra.password, cassandra.tls.key_password))
+        raise SchemaLoadError(f"cannot read the schema from Cassandra at {host}:{port}: {reason}") from None
+    finally:
+        cluster.shutdown()
 
 
 def expand_targets(paths: list[Path]) -> list[DumpTarget]:

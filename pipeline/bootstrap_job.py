@@ -19,17 +19,19 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
 from cassandra_model.table_schema import TableSchema
-from pipeline.cassandra_scan import scan_table
-from pipeline.errors import PipelineError, ServiceUnreachable
+from pipeline.cassandra_scan import check_table, scan_spec, scan_table
+from pipeline.errors import PipelineError, spark_failure_line
+from pipeline.kafka_source import kafka_failure, kafka_format, spark_kafka_failure
 from pipeline.snapshot_events import table_events
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
 from runtime.config import CdcConfig
+from runtime.kafka_clients import make_consumer, start_kafka_client
 from runtime.kafka_topics import topic_partitions
+from runtime.tls import ClientSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,10 +86,8 @@ class BootstrapSummary:
 
 async def _raw_partitions(config: CdcConfig) -> int:
     kafka = config.kafka
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=kafka.bootstrap_servers, request_timeout_ms=kafka.request_timeout_ms
-    )
-    await consumer.start()
+    consumer = make_consumer(kafka)
+    await start_kafka_client(consumer, kafka)
     try:
         return len(await topic_partitions(consumer, kafka.raw_topic))
     finally:
@@ -100,25 +100,14 @@ def check_raw_topic(config: CdcConfig) -> int:
     kafka = config.kafka
     try:
         partitions = asyncio.run(_raw_partitions(config))
-    except (KafkaError, OSError) as exc:
-        raise ServiceUnreachable(
-            f"cannot reach Kafka at {kafka.bootstrap_servers} (config kafka.bootstrap_servers): {exc}"
-        ) from exc
+    except (KafkaError, OSError, ClientSetupError) as exc:
+        raise kafka_failure(exc, kafka, f"read the partitions of raw topic {kafka.raw_topic!r}") from exc
     if partitions == 0:
         raise PipelineError(
             f"raw topic {kafka.raw_topic!r} (config kafka.raw_topic) does not exist on "
             f"{kafka.bootstrap_servers}; start the agents (they create it) before the bootstrap"
         )
     return partitions
-
-
-def _task_error(exc: Exception) -> str:
-    """The useful line of an error raised in a Spark task (py4j wraps it in a long Java trace)."""
-    text = str(exc)
-    for line in reversed(text.splitlines()):
-        if "Error:" in line and "py4j" not in line and not line.startswith("\tat "):
-            return line.strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class _Progress(threading.Thread):
@@ -188,8 +177,7 @@ def bootstrap_table(
     progress.start()
     try:
         (
-            frame.write.format("kafka")
-            .option("kafka.bootstrap.servers", config.kafka.bootstrap_servers)
+            kafka_format(frame.write, config.kafka)
             .option("kafka.acks", "all")
             .option("kafka.enable.idempotence", "true")
             .option("kafka.request.timeout.ms", str(config.kafka.request_timeout_ms))
@@ -198,7 +186,8 @@ def bootstrap_table(
         )
     except Exception as exc:  # Py4JJavaError / PythonException from a task: keep the useful line
         raise PipelineError(
-            f"bootstrap of {schema.name} to raw topic {config.kafka.raw_topic!r} failed: {_task_error(exc)}"
+            f"bootstrap of {schema.name} to raw topic {config.kafka.raw_topic!r} failed: "
+            f"{spark_kafka_failure(spark_failure_line(exc), config.kafka)}"
         ) from exc
     finally:
         progress.stopped.set()
@@ -250,6 +239,8 @@ def run(config: CdcConfig, args: argparse.Namespace) -> int:
         print("bootstrap: no CDC table to read (is an agent running? do the tables have cdc = true?)")
         return 0
     partitions = check_raw_topic(config)
+    for schema in chosen:  # before Spark starts: a refused login or certificate fails within seconds
+        check_table(scan_spec(config, schema, with_write_times=True))
     print(
         f"bootstrap: {len(chosen)} tables from Cassandra {','.join(config.cassandra.contact_points)}:"
         f"{config.cassandra.port} to raw topic {config.kafka.raw_topic} ({partitions} partitions), "

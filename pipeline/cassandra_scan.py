@@ -18,6 +18,12 @@ Rows of one partition are consecutive, in clustering order, and in one RDD parti
 one token, so it is never cut between ranges): ``itertools.groupby`` on the partition key works per RDD
 partition. Reading goes through the pure-Python protocol handler: the driver's compiled deserializers
 reject the null elements Cassandra 5.0 puts in ``ttl(<collection>)`` (an element without TTL).
+
+Every connection, on the driver and in the executors, is made by ``runtime.cassandra_session`` from the
+``cassandra`` section (login, TLS). The ScanSpec shipped to the executors carries that section: its
+passwords are ``Secret``s, which pickle with their value and print as ``***`` (a task's error or log line
+that shows the spec shows no password); the TLS context is built again in each task from the file paths,
+so the CA (and client key) files must be readable at the same paths on every executor.
 """
 
 from __future__ import annotations
@@ -30,7 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from cassandra_model.table_schema import TableSchema
 from pipeline.errors import PipelineError, ServiceUnreachable
-from runtime.config import CdcConfig
+from runtime.cassandra_session import cassandra_cluster, explain_cassandra_error
+from runtime.config import CassandraConfig, CdcConfig
+from runtime.secrets import scrub
+from runtime.tls import ClientSetupError
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -94,10 +103,10 @@ def quote(name: str) -> str:
 
 @dataclass(slots=True, frozen=True)
 class ScanSpec:
-    """Everything a Spark task needs to scan ranges of one table (pickled to the executors)."""
+    """Everything a Spark task needs to scan ranges of one table (pickled to the executors, the cassandra
+    section's secrets with it; its repr shows them as ``***``)."""
 
-    contact_points: tuple[str, ...]
-    port: int
+    cassandra: CassandraConfig
     keyspace: str
     table: str
     columns: tuple[str, ...]
@@ -113,6 +122,10 @@ class ScanSpec:
     @property
     def table_name(self) -> str:
         return f"{self.keyspace}.{self.table}"
+
+    @property
+    def endpoints(self) -> str:
+        return ", ".join(f"{host}:{self.cassandra.port}" for host in self.cassandra.contact_points)
 
     def select(self) -> str:
         """The range query: every column (and write times and TTLs) of rows with a token in (?, ?]."""
@@ -149,8 +162,7 @@ def scan_spec(
     udts = {(u.keyspace, u.name) for c in schema.all_columns() for u in c.type.user_types()}
     timed = [*schema.static_columns, *schema.regular_columns] if with_write_times else []
     return ScanSpec(
-        contact_points=tuple(config.cassandra.contact_points),
-        port=config.cassandra.port,
+        cassandra=config.cassandra,
         keyspace=schema.keyspace,
         table=schema.table,
         columns=tuple(c.name for c in schema.all_columns()),
@@ -164,8 +176,12 @@ def scan_spec(
 
 
 def connect(spec: ScanSpec) -> tuple[Any, Any]:
-    """A cassandra-driver (cluster, session) for one task; ServiceUnreachable names the address."""
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
+    """A cassandra-driver (cluster, session) for one task, with the config's login and TLS.
+
+    A refused login or a failed TLS handshake is a PipelineError naming the setting to fix (no secret);
+    a node that does not answer is ServiceUnreachable naming the address."""
+    from cassandra import AuthenticationFailed
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, ExecutionProfile, NoHostAvailable
     from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
     from cassandra.protocol import _ProtocolHandler
     from cassandra.query import tuple_factory
@@ -175,22 +191,28 @@ def connect(spec: ScanSpec) -> tuple[Any, Any]:
         request_timeout=spec.request_timeout_s,
         row_factory=tuple_factory,
     )
-    cluster = Cluster(
-        list(spec.contact_points),
-        port=spec.port,
-        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-        connect_timeout=spec.connect_timeout_s,
-        control_connection_timeout=spec.connect_timeout_s,
-    )
+    try:
+        cluster = cassandra_cluster(
+            spec.cassandra,
+            execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+            connect_timeout=spec.connect_timeout_s,
+            control_connection_timeout=spec.connect_timeout_s,
+        )
+    except ClientSetupError as exc:  # an unreadable CA or key file, a login without its password
+        raise PipelineError(f"cannot connect to Cassandra to scan {spec.table_name}: {exc}") from None
     for keyspace, name in spec.udts:
         cluster.register_user_type(keyspace, name, UdtValue)
     try:
         session = cluster.connect()
-    except (NoHostAvailable, OSError) as exc:
+    except (NoHostAvailable, AuthenticationFailed, OSError) as exc:
         cluster.shutdown()
+        reason = explain_cassandra_error(exc, spec.cassandra)
+        if reason is not None:
+            raise PipelineError(f"cannot scan {spec.table_name}: {reason}") from exc
+        detail = scrub(str(exc), (spec.cassandra.password, spec.cassandra.tls.key_password))
         raise ServiceUnreachable(
-            f"cannot reach Cassandra at {', '.join(spec.contact_points)}:{spec.port} (config "
-            f"cassandra.contact_points, cassandra.port) to scan {spec.table_name}: {exc}"
+            f"cannot reach Cassandra at {spec.endpoints} (config cassandra.contact_points, cassandra.port) to "
+            f"scan {spec.table_name}: {detail}"
         ) from exc
     session.client_protocol_handler = _ProtocolHandler
     return cluster, session
@@ -206,10 +228,15 @@ def check_table(spec: ScanSpec) -> None:
 
 
 def _prepare(session: Any, spec: ScanSpec) -> Any:
-    from cassandra import ConsistencyLevel, InvalidRequest
+    from cassandra import ConsistencyLevel, InvalidRequest, Unauthorized
 
     try:
         statement = session.prepare(spec.select())
+    except Unauthorized as exc:
+        raise PipelineError(
+            f"Cassandra role {spec.cassandra.username!r} (config cassandra.username) may not read "
+            f"{spec.table_name}: {exc}; GRANT SELECT ON KEYSPACE {quote(spec.keyspace)} TO that role"
+        ) from exc
     except InvalidRequest as exc:
         hint = ""
         if spec.with_write_times:

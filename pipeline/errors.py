@@ -13,3 +13,21 @@ class ConnectorJarsMissing(PipelineError):
 
 class ServiceUnreachable(PipelineError):
     """Kafka or Cassandra does not answer at the configured address."""
+
+
+def spark_failure_line(exc: BaseException) -> str:
+    """The useful line of an error from Spark (py4j wraps a task's error in a long Java trace): the last
+    error our Python code raised in a task, else the root cause of the Java exception, else the first line."""
+    text = str(exc)
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.lstrip().startswith(("at ", "... "))
+    ]
+    for line in reversed(lines):
+        if "Error:" in line and "py4j" not in line:
+            return line
+    causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
+    if causes:
+        return causes[-1]
+    return lines[0] if lines else type(exc).__name__

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from cassandra_model.table_schema import TableSchema
 from pipeline.errors import PipelineError
-from pipeline.kafka_source import BACKLOG_READ_OPTIONS
+from pipeline.kafka_source import BACKLOG_READ_OPTIONS, kafka_format, spark_kafka_failure
 from pipeline.lake_merge import RECORDS_COLUMN, BatchResult, LakeWriter, latest_records
 from pipeline.pinned_frame import pinned
 from pipeline.spark_session import build_spark_session
@@ -97,8 +97,7 @@ class LakeJob:
 
     def _stream(self) -> DataFrame:
         return (
-            self.spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", self.config.kafka.bootstrap_servers)
+            kafka_format(self.spark.readStream, self.config.kafka)
             .option("subscribePattern", self.pattern)
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(self.pipeline.max_offsets_per_trigger))
@@ -186,7 +185,9 @@ class LakeJob:
         self.summary.seconds = time.monotonic() - started
         error: Any = query.exception()
         if error is not None:
-            raise PipelineError(f"the lake stream failed: {_first_line(error)}")
+            raise PipelineError(
+                f"the lake stream failed: {spark_kafka_failure(_first_line(error), self.config.kafka)}"
+            )
         return self.summary
 
 

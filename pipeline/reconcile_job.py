@@ -26,7 +26,7 @@ from pyspark import RDD
 from pyspark.sql import SparkSession
 
 from cassandra_model.table_schema import TableSchema
-from pipeline.cassandra_scan import scan_table
+from pipeline.cassandra_scan import check_table, scan_spec, scan_table
 from pipeline.errors import PipelineError
 from pipeline.lake_reader import image_of, lake_json
 from pipeline.lake_schema import lake_table_path, normalize_json_form
@@ -173,6 +173,8 @@ def run(config: CdcConfig, args: argparse.Namespace) -> int:
     tables = select_tables(load_table_schemas(config.kafka), getattr(args, "tables", ""))
     against = getattr(args, "against", "lake") or "lake"
     directory = config.pipeline.lake_directory if against == "lake" else Path(against)
+    for schema in tables:  # before Spark starts: a refused login or certificate fails within seconds
+        check_table(scan_spec(config, schema, with_write_times=False, consistency="ALL"))
     spark = build_spark_session(config.pipeline, "cdc-reconcile")
     report = ReconcileJob(spark, config, tables, directory).run()
     print(report.describe(), flush=True)

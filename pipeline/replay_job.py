@@ -25,20 +25,21 @@ import json
 import logging
 import math
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
+from py4j.protocol import Py4JJavaError
 from pyspark import RDD, StorageLevel
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cassandra_model.table_schema import TableSchema
-from pipeline.errors import PipelineError, ServiceUnreachable
-from pipeline.kafka_source import BACKLOG_READ_OPTIONS
+from pipeline.errors import PipelineError, spark_failure_line
+from pipeline.kafka_source import BACKLOG_READ_OPTIONS, kafka_failure, kafka_format, spark_kafka_failure
 from pipeline.lake_schema import (
     EMITTED_COLUMN,
     KEY_COLUMN,
@@ -56,8 +57,10 @@ from pipeline.raw_replay import clean_key_text, replay_encoded
 from pipeline.row_diff import TableDiff
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
-from runtime.config import CdcConfig
+from runtime.config import CdcConfig, KafkaConfig
+from runtime.kafka_clients import make_consumer, start_kafka_client
 from runtime.kafka_topics import topic_partitions
+from runtime.tls import ClientSetupError
 from schemas.change_event import clean_topic_name
 from schemas.driver_rows import key_text
 from schemas.raw_event import RawEventError, decode_raw_key
@@ -72,19 +75,20 @@ ReplayRecord = tuple[str, str, str | None, int | None, bool]
 
 Offsets = dict[int, int]
 
+_T = TypeVar("_T")
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Kafka
 
 
-async def _end_offsets(bootstrap: str, topic: str, read_committed: bool, timeout_ms: int) -> Offsets | None:
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+async def _end_offsets(kafka: KafkaConfig, topic: str, read_committed: bool) -> Offsets | None:
+    consumer = make_consumer(
+        kafka,
         enable_auto_commit=False,
-        request_timeout_ms=timeout_ms,
         isolation_level="read_committed" if read_committed else "read_uncommitted",
     )
-    await consumer.start()
+    await start_kafka_client(consumer, kafka)
     try:
         partitions = await topic_partitions(consumer, topic)
         if not partitions:
@@ -100,14 +104,9 @@ def end_offsets(config: CdcConfig, topic: str, *, read_committed: bool = False) 
     the last stable offsets, what a read_committed consumer can read up to."""
     kafka = config.kafka
     try:
-        return asyncio.run(
-            _end_offsets(kafka.bootstrap_servers, topic, read_committed, kafka.request_timeout_ms)
-        )
-    except (KafkaError, OSError) as exc:
-        raise ServiceUnreachable(
-            f"cannot read the end offsets of {topic!r} from Kafka at {kafka.bootstrap_servers} "
-            f"(config kafka.bootstrap_servers): {exc}"
-        ) from exc
+        return asyncio.run(_end_offsets(kafka, topic, read_committed))
+    except (KafkaError, OSError, ClientSetupError) as exc:
+        raise kafka_failure(exc, kafka, f"read the end offsets of {topic!r}") from exc
 
 
 def kafka_batch(
@@ -115,8 +114,7 @@ def kafka_batch(
 ) -> DataFrame:
     """The records of ``topic`` from the beginning up to ``ends`` (exclusive), as a batch DataFrame."""
     reader = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", config.kafka.bootstrap_servers)
+        kafka_format(spark.read, config.kafka)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", json.dumps({topic: {str(p): e for p, e in sorted(ends.items())}}))
@@ -337,13 +335,13 @@ class ReplayJob:
             flush=True,
         )
         try:
-            replayed = self.replay(raw_ends, summary)
+            replayed = self._spark_step(lambda: self.replay(raw_ends, summary))
             if output is not None:
                 for schema in self.tables:
                     summary.written[schema.name] = self.write_table(replayed, schema, output, summary.now_s)
                     print(f"replay: wrote {schema.name} to {summary.written[schema.name]}", flush=True)
             for schema in self.tables if compare else []:
-                diff = self.compare_table(replayed, schema, clean_ends[schema.name])
+                diff = self._spark_step(lambda s=schema: self.compare_table(replayed, s, clean_ends[s.name]))
                 print("replay: compared " + diff.describe("replay", "clean topic"), flush=True)
                 summary.compared.append(diff)
         finally:
@@ -352,6 +350,15 @@ class ReplayJob:
                 self._replayed = None
         summary.seconds = time.monotonic() - started
         return summary
+
+    def _spark_step(self, step: Callable[[], _T]) -> _T:
+        """A step that reads Kafka in Spark: a failure of Spark's (Java) Kafka client, which the aiokafka
+        checks before did not meet (a key the Java client cannot read...), as a PipelineError."""
+        try:
+            return step()
+        except (Py4JJavaError, PySparkException) as exc:
+            reason = spark_kafka_failure(spark_failure_line(exc), self.config.kafka)
+            raise PipelineError(f"replay failed: {reason}") from exc
 
     def replay(self, raw_ends: Offsets, summary: ReplaySummary) -> RDD[ReplayRecord]:
         """Every live row of the chosen tables (and the unsettled keys), persisted for the later steps."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from infra.settings import InfraSettings
 from pipeline.errors import ConnectorJarsMissing, PipelineError
 from runtime.config import PipelineConfig
+from runtime.spark_kafka import SPARK_REDACTION_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -26,6 +27,16 @@ _VERSIONED_JAR = re.compile(r"^(?P<name>.+)-\d+(\.\d+)+[\w.\-]*\.jar$")
 
 #: the Delta and Kafka classes each job relies on; named in the error when they are missing
 REQUIRED_JARS = ("spark-sql-kafka-0-10", "delta-spark", "kafka-clients")
+
+#: Spark's own secret pattern (its default) widened to the Kafka options that hold secrets without saying
+#: so in their key: the JAAS line and the inline PEM key. Spark masks, with it, the SparkConf and
+#: environment in logs and event logs, and the Kafka connector the consumer and producer parameters it logs
+#: (KafkaRedactionUtil; it always masks the JAAS line's password); plan strings use it besides
+#: `spark.sql.redaction.options.regex` (SPARK_REDACTION_CONF). Set when the SparkContext starts.
+SECRET_REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|jaas|keystore[.]key"
+
+#: every session: plans, logs and dumps show the Kafka options that hold secrets as `*********(redacted)`
+REDACTION_CONF: dict[str, str] = {**SPARK_REDACTION_CONF, "spark.redaction.regex": SECRET_REDACTION_REGEX}
 
 
 def _artifact(jar: Path) -> str:
@@ -99,12 +110,14 @@ def build_spark_session(
     )
     for column in UNIQUE_META_COLUMNS:  # no dictionary: every value would enter it (lake_schema)
         builder = builder.config(f"parquet.enable.dictionary#{column}", "false")
-    for key, value in (extra or {}).items():
+    for key, value in {**(extra or {}), **REDACTION_CONF}.items():  # no caller may weaken the redaction
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # the JVM failed to start; py4j says little, so say what was tried
         raise PipelineError(f"Spark ({config.master}) did not start: {exc}") from exc
+    for key, value in SPARK_REDACTION_CONF.items():  # a session that was running already gets it too
+        spark.conf.set(key, value)
     spark.sparkContext.setLogLevel("WARN")
     # releasing a local checkpoint (pinned_frame's, or the copy of a MERGE source Delta makes when it is
     # let to) warns that its lineage is gone and it cannot be recomputed: that is what it is for, and the

@@ -13,15 +13,15 @@ from aiokafka.errors import KafkaError
 
 from cassandra_model.table_schema import TableSchema
 from pipeline.errors import PipelineError, ServiceUnreachable
+from pipeline.kafka_source import kafka_failure
 from runtime.config import KafkaConfig
+from runtime.tls import ClientSetupError
 from schemas.schema_event import SchemaTopicError
 from schemas.schema_topic import TableSchemas
 
 
 async def _load(kafka: KafkaConfig) -> list[TableSchema]:
-    schemas = TableSchemas(
-        kafka.bootstrap_servers, kafka.schema_topic, request_timeout_ms=kafka.request_timeout_ms
-    )
+    schemas = TableSchemas(kafka, kafka.schema_topic)
     await schemas.start()
     try:
         return schemas.tables()
@@ -33,11 +33,13 @@ def load_table_schemas(kafka: KafkaConfig) -> dict[tuple[str, str], TableSchema]
     """(keyspace, table) -> newest schema of every CDC table on the schema topic."""
     try:
         tables = asyncio.run(_load(kafka))
-    except (KafkaError, OSError, SchemaTopicError) as exc:
+    except SchemaTopicError as exc:
         raise ServiceUnreachable(
             f"cannot read the schema topic {kafka.schema_topic!r} from Kafka at {kafka.bootstrap_servers} "
             f"(config kafka.bootstrap_servers): {exc}"
         ) from exc
+    except (KafkaError, OSError, ClientSetupError) as exc:  # refused credentials, certificate...
+        raise kafka_failure(exc, kafka, f"read the schema topic {kafka.schema_topic!r}") from exc
     return {(t.keyspace, t.table): t for t in tables}
 
 

@@ -184,8 +184,9 @@ class WorkerConfig:
     """How soon the group notices a dead worker and hands its partitions to the others."""
     web_bind: str = "127.0.0.1"
     web_port: int = 6066
-    web_token: str | None = None
-    """When set, REST requests need `Authorization: Bearer <token>` (health stays open)."""
+    web_token: Secret | None = None
+    """When set, REST requests need `Authorization: Bearer <token>` (health stays open); a secret (inline,
+    ${ENV_VAR} or file:/path)."""
     counter_tables: Literal["merge", "refuse"] = "merge"
     """Counter tables merge shards (never last-write-wins); `refuse` drops their events with a metric."""
     block_cache_size: ByteSize = DEFAULT_BLOCK_CACHE

@@ -1,16 +1,24 @@
 """Creating the Kafka topics a process needs, with the partition count and cleanup policy it relies on, and
-finding the partitions of a topic a consumer reads without subscribing."""
+finding the partitions of a topic a consumer reads without subscribing.
+
+The admin client comes from runtime.kafka_clients (`make_admin`), so it carries `kafka.security`; when it
+cannot connect, `KafkaAccessError` (a KafkaConnectionError) says why and which setting to change.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.admin import NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+from runtime.config import KafkaConfig
+from runtime.kafka_clients import KafkaAccessError, make_admin, start_kafka_client
 
 log = logging.getLogger(__name__)
 
@@ -23,13 +31,22 @@ class TopicSpec:
     configs: dict[str, str] = field(default_factory=dict)
 
 
-async def ensure_topics(
-    bootstrap_servers: str, specs: list[TopicSpec], *, request_timeout_ms: int = 30_000
-) -> dict[str, int]:
+async def ensure_topics(kafka: KafkaConfig, specs: list[TopicSpec]) -> dict[str, int]:
     """Create the missing topics; return every topic's actual partition count (an existing topic keeps
-    its own, so callers compare it with what they need)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=request_timeout_ms)
-    await admin.start()
+    its own, so callers compare it with what they need).
+
+    The admin client uses the config's servers, `request_timeout_ms` and security; a connection that
+    fails for a reason the config can fix raises KafkaAccessError naming the `kafka.security` key.
+    """
+    admin = make_admin(kafka)
+    try:
+        await start_kafka_client(admin, kafka)
+    except KafkaAccessError:
+        raise  # start_kafka_client closed it
+    except BaseException:
+        with contextlib.suppress(KafkaError, OSError):
+            await admin.close()  # a client that never connected still holds its connections' tasks
+        raise
     try:
         existing = set(await admin.list_topics())
         missing = [

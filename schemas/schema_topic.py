@@ -18,6 +18,8 @@ from aiokafka.errors import KafkaError
 from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.errors import SchemaError
 from cassandra_model.table_schema import TableSchema
+from runtime.config import KafkaConfig
+from runtime.kafka_clients import KafkaAccessError, make_consumer, start_kafka_client
 from runtime.kafka_topics import topic_partitions
 from schemas.schema_event import SchemaEvent, SchemaEventError, SchemaTopicError
 
@@ -30,10 +32,11 @@ SCHEMA_TOPIC_WAIT_S = 10.0
 class TableSchemas:
     """Table id -> newest TableSchema, read from the schema topic from its beginning and then followed."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, *, request_timeout_ms: int = 30_000) -> None:
-        self.bootstrap_servers = bootstrap_servers
+    def __init__(self, kafka: KafkaConfig, topic: str) -> None:
+        """`kafka`: servers, request timeout and security of the consumer; `topic`: the schema topic
+        (usually `kafka.schema_topic`)."""
+        self.kafka = kafka
         self.topic = topic
-        self.request_timeout_ms = request_timeout_ms
         self._tables: dict[uuid.UUID, TableSchema] = {}
         self._dropped: set[uuid.UUID] = set()
         self._consumer: AIOKafkaConsumer | None = None
@@ -55,13 +58,11 @@ class TableSchemas:
 
     async def start(self) -> None:
         """Read the topic up to its current end (so every table known so far is here), then follow it."""
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap_servers,
-            enable_auto_commit=False,
-            request_timeout_ms=self.request_timeout_ms,
-        )
+        consumer = make_consumer(self.kafka, enable_auto_commit=False)
         try:
-            await consumer.start()
+            await start_kafka_client(consumer, self.kafka)
+        except KafkaAccessError:
+            raise  # start_kafka_client stopped it
         except BaseException:
             await consumer.stop()  # a consumer that never connected still holds its client
             raise
@@ -88,7 +89,7 @@ class TableSchemas:
         if found:
             return found
         raise SchemaTopicError(
-            f"schema topic {self.topic} does not exist at {self.bootstrap_servers}: start an agent first "
+            f"schema topic {self.topic} does not exist at {self.kafka.bootstrap_servers}: start an agent first "
             "(it creates the topic and publishes the table schemas), or check kafka.schema_topic"
         )
 

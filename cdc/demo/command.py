@@ -14,8 +14,10 @@ from cdc.demo.play import play
 from cdc.demo.processes import DemoRun
 from cdc.demo.table import KEYSPACE, TABLE, connect_cluster, prepare_table
 from cdc.demo.topics import CLEAN_TOPIC, RAW_TOPIC, SCHEMA_TOPIC, reset_topics
+from cdc.local_security import local_material
 from infra.settings import InfraSettings
 from infra.stack import LocalStack
+from runtime.cassandra_session import explain_cassandra_error
 
 DEFAULT_ROWS = 6
 DEFAULT_ROUNDS = 4
@@ -35,20 +37,21 @@ def run_demo(
     logging.getLogger("runtime.kafka_topics").setLevel(logging.WARNING)  # the demo says what it does itself
     stack = LocalStack(settings)
     stack.up(nodes=1)
-    run = DemoRun(settings, stack, [n for n in stack.known_nodes() if n.is_running()])
+    run = DemoRun(settings, stack, [n for n in stack.known_nodes() if n.is_running()], local_material(stack))
     run.reset_folder()
-    cluster = connect_cluster(run.nodes)
+    cluster = connect_cluster(run.cassandra)
     status = 1
     try:
         try:
             session = cluster.connect()
         except NoHostAvailable as exc:
-            raise DemoError(f"Cassandra does not answer CQL: {exc} (logs in {settings.logs})") from exc
+            reason = explain_cassandra_error(exc, run.cassandra) or f"Cassandra does not answer CQL: {exc}"
+            raise DemoError(f"{reason} (logs in {settings.logs})") from exc
         what = prepare_table(session, cluster)
         print(
             f"table {KEYSPACE}.{TABLE} WITH cdc = true ({what}); keyspace RF 1 over {len(run.nodes)} node(s)"
         )
-        asyncio.run(reset_topics(run.bootstrap))
+        asyncio.run(reset_topics(run.kafka))
         print(f"topics {RAW_TOPIC}, {SCHEMA_TOPIC}, {CLEAN_TOPIC} recreated; configs and logs in {run.home}")
         print("Ctrl-C stops the demo at any time.")
         try:

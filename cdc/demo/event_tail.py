@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
-
 from cdc.demo.descriptions import describe_event
 from cdc.demo.display import Display
 from cdc.demo.tally import Tally
 from cdc.demo.topics import CLEAN_TOPIC
 from cdc.demo.workload import TTL_S
+from runtime.config import KafkaConfig
+from runtime.kafka_clients import make_consumer, start_kafka_client
 from schemas.change_json import JsonChangeCodec
 
 SHOWN_CREATES_PER_ROUND = 8
@@ -21,10 +21,11 @@ SHOWN_CREATES_PER_ROUND = 8
 class EventTail:
     """A read_committed consumer of the clean topic: each event is matched to its write and printed."""
 
-    def __init__(self, bootstrap: str, tally: Tally, display: Display) -> None:
-        self.consumer = AIOKafkaConsumer(
+    def __init__(self, kafka: KafkaConfig, tally: Tally, display: Display) -> None:
+        self.kafka = kafka
+        self.consumer = make_consumer(
+            kafka,
             CLEAN_TOPIC,
-            bootstrap_servers=bootstrap,
             isolation_level="read_committed",
             auto_offset_reset="earliest",
             enable_auto_commit=False,
@@ -33,6 +34,9 @@ class EventTail:
         self.tally = tally
         self.display = display
         self.print_all = False
+
+    async def start(self) -> None:
+        await start_kafka_client(self.consumer, self.kafka)
 
     async def run(self) -> None:
         while True:

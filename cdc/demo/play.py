@@ -34,7 +34,7 @@ class Demo:
         self.rounds = rounds
         self.display = Display()
         self.tally = Tally()
-        self.tail = EventTail(run.bootstrap, self.tally, self.display)
+        self.tail = EventTail(run.kafka, self.tally, self.display)
         self.workload = Workload(session, self.tally, rows)
 
     def _progress(self, round_no: int, done: int, total: int) -> None:
@@ -105,7 +105,7 @@ class Demo:
         return acked is not None and time.time() > acked + TTL_S + 2
 
     async def main(self, keep_running: bool) -> Tally:
-        await self.tail.consumer.start()
+        await self.tail.start()
         tail_task = asyncio.create_task(self.tail.run())
         try:
             began = time.monotonic()

@@ -1,4 +1,8 @@
-"""The agents and the worker of one demo run as child processes: their configs, start, readiness, stop."""
+"""The agents and the worker of one demo run as child processes: their configs, start, readiness, stop.
+
+With secured local services (settings.secure) the configs carry `kafka.security` and the cassandra login
+and TLS, passwords as `file:` references (cdc/local_security.py).
+"""
 
 from __future__ import annotations
 
@@ -13,11 +17,14 @@ from typing import Any
 from cdc.demo.errors import DemoError
 from cdc.demo.table import KEYSPACE
 from cdc.demo.topics import APP_PREFIX, CLEAN_PREFIX, PARTITIONS, RAW_TOPIC, SCHEMA_TOPIC
+from cdc.local_security import cassandra_config, kafka_config, with_security
 from infra.cassandra import CassandraNode
 from infra.errors import PortInUseError
 from infra.process import ManagedProcess, port_is_free
+from infra.secure import SecureMaterial
 from infra.settings import InfraSettings
 from infra.stack import LocalStack
+from runtime.config import CassandraConfig, KafkaConfig
 from runtime.service_process import ServiceProcess
 
 AGENT_PORT = 9465
@@ -32,6 +39,8 @@ class DemoRun:
     settings: InfraSettings
     stack: LocalStack
     nodes: list[CassandraNode]
+    material: SecureMaterial | None = None
+    """Secure mode's files (None: plaintext services)."""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     agents: list[ServiceProcess] = field(default_factory=list)
     worker: ServiceProcess | None = None
@@ -43,6 +52,20 @@ class DemoRun:
     @property
     def bootstrap(self) -> str:
         return self.stack.kafka.spec.bootstrap
+
+    @property
+    def kafka(self) -> KafkaConfig:
+        """The demo's own Kafka clients' config, with the services' security."""
+        return kafka_config(self.material, bootstrap_servers=self.bootstrap)
+
+    @property
+    def cassandra(self) -> CassandraConfig:
+        """The demo's own driver config: every running node, with the services' login and TLS."""
+        return cassandra_config(
+            self.material,
+            contact_points=[n.spec.address for n in self.nodes],
+            port=self.nodes[0].spec.cql_port,
+        )
 
     @property
     def processes(self) -> list[ServiceProcess]:
@@ -113,7 +136,13 @@ class DemoRun:
                 },
             }
             self.agents.append(
-                ServiceProcess("agent", f"agent-{spec.name}", agent, self.home, self.agent_port(node))
+                ServiceProcess(
+                    "agent",
+                    f"agent-{spec.name}",
+                    with_security(agent, self.material),
+                    self.home,
+                    self.agent_port(node),
+                )
             )
         worker = {
             "cluster": self.settings.cluster_name,
@@ -129,7 +158,9 @@ class DemoRun:
                 "transaction_timeout_ms": 10_000,
             },
         }
-        self.worker = ServiceProcess("worker", "worker", worker, self.home, WORKER_PORT)
+        self.worker = ServiceProcess(
+            "worker", "worker", with_security(worker, self.material), self.home, WORKER_PORT
+        )
         began = time.monotonic()
         for process in self.processes:
             process.start()

@@ -53,6 +53,13 @@ def where_to_look(run: DemoRun, keep_running: bool) -> None:
     print(f'  {"REST":<12} {url}/rows/{KEYSPACE}/{TABLE}?key={{"sensor":"sensor-1","at":<epoch ms>}}')
     print(f"  {'topics':<12} clean {CLEAN_TOPIC}, raw {RAW_TOPIC} on {run.bootstrap}")
     print(f"  {'services':<12} logs in {run.settings.logs}; `.venv/bin/cdc infra status` lists them")
+    if run.material is not None:
+        files = run.material
+        print(
+            f"  {'secure mode':<12} Kafka SASL_SSL and CQL over TLS trusting {files.ca_file}; Kafka user "
+            f"{files.kafka_user} (password in {files.kafka_password_file}), Cassandra role "
+            f"{files.cassandra_user} (password in {files.cassandra_password_file})"
+        )
     if keep_running:
         node = run.nodes[0].spec
         print(

@@ -6,7 +6,8 @@ import logging
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 
-from infra.cassandra import CassandraNode
+from runtime.cassandra_session import cassandra_cluster
+from runtime.config import CassandraConfig
 
 KEYSPACE = "demo"
 TABLE = "readings"
@@ -14,11 +15,11 @@ COLUMNS = {"sensor": "text", "at": "timestamp", "value": "double", "status": "te
 KEY_COLUMNS = ("sensor", "at")
 
 
-def connect_cluster(nodes: list[CassandraNode]) -> Cluster:
+def connect_cluster(cassandra: CassandraConfig) -> Cluster:
+    """The demo's driver Cluster: the config's contact points, port, login and TLS."""
     logging.getLogger("cassandra").setLevel(logging.ERROR)
-    return Cluster(
-        [n.spec.address for n in nodes],
-        port=nodes[0].spec.cql_port,
+    return cassandra_cluster(
+        cassandra,
         protocol_version=5,
         execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(request_timeout=30.0)},
         connect_timeout=10,

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from cdc.demo.errors import DemoError
 from cdc.demo.table import KEYSPACE, TABLE
+from runtime.config import KafkaConfig
+from runtime.kafka_clients import KafkaAccessError, make_admin, start_kafka_client
 from runtime.kafka_topics import TopicSpec, ensure_topics
 
 RAW_TOPIC = "demo.raw"
@@ -21,12 +22,15 @@ APP_PREFIX = "cdc-demo-"
 PARTITIONS = 3
 
 
-async def reset_topics(bootstrap: str) -> None:
+async def reset_topics(kafka: KafkaConfig) -> None:
     """Delete the demo's topics and earlier runs' worker topics, wait until Kafka has forgotten them, and
     create the demo's topics again: this run's consumer reads this run's events and nothing else."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    bootstrap = kafka.bootstrap_servers
+    admin = make_admin(kafka)
     try:
-        await admin.start()
+        await start_kafka_client(admin, kafka)
+    except KafkaAccessError as exc:  # start_kafka_client closed it
+        raise DemoError(f"{exc} (`.venv/bin/cdc infra status` shows how to connect)") from exc
     except KafkaError as exc:
         await admin.close()
         raise DemoError(
@@ -53,7 +57,7 @@ async def reset_topics(bootstrap: str) -> None:
     ]
     counts: dict[str, int] = {}
     for _ in range(50):  # Kafka may refuse a just-deleted name for a moment
-        counts = await ensure_topics(bootstrap, specs)
+        counts = await ensure_topics(kafka, specs)
         if all(counts.get(s.name) == s.partitions for s in specs):
             return
         await asyncio.sleep(0.2)

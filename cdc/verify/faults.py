@@ -3,6 +3,12 @@
 Each kind exercises one promise of the correctness contract: an agent killed with -9 resumes from its
 saved offsets; a worker killed with -9 leaves an open transaction that its successor aborts; a broker
 restart makes every producer retry; a stopped Cassandra node misses writes that reach it later as hints.
+
+Restarts go through the run's LocalStack, so secured services come back secured (settings.secure). With
+passwords on, Cassandra reads a role (every login, and the superuser check of every query, cached for 2 s)
+from system_auth at LOCAL_QUORUM; with its default replication factor 1 the role lives on one node, and
+stopping that node would stop the whole cluster answering. `replicate_logins` puts system_auth on every
+node before any fault.
 """
 
 from __future__ import annotations
@@ -13,10 +19,57 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cassandra import ConsistencyLevel, OperationTimedOut
+from cassandra.cluster import Cluster, Session
+from cassandra.connection import ConnectionException
+from cassandra.query import SimpleStatement
+
 from infra.stack import LocalStack
 from runtime.service_process import ServiceProcess
 
 KINDS = ("agent", "worker", "broker", "node")
+AUTH_KEYSPACE = "system_auth"
+
+
+def replicate_logins(session: Session, cluster: Cluster, nodes: int) -> bool:
+    """Secure mode: system_auth replicated to all `nodes`, so a stopped node takes no role with it.
+
+    Raises the replication factor (True when it did), then reads every system_auth table at ALL: the
+    read repairs what the new replicas lack (roles, password hashes), as `nodetool repair system_auth`
+    would. Idempotent."""
+    row = session.execute(
+        "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", (AUTH_KEYSPACE,)
+    ).one()
+    raised = int(row.replication.get("replication_factor", "1")) < nodes
+    if raised:
+        session.execute(
+            f"ALTER KEYSPACE {AUTH_KEYSPACE} WITH replication = "
+            f"{{'class': 'SimpleStrategy', 'replication_factor': {nodes}}}"
+        )
+        wait_for_schema_agreement(cluster)
+    tables = session.execute(
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (AUTH_KEYSPACE,)
+    )
+    for name in sorted(r.table_name for r in tables):
+        statement = SimpleStatement(
+            f'SELECT * FROM {AUTH_KEYSPACE}."{name}"', consistency_level=ConsistencyLevel.ALL
+        )
+        list(session.execute(statement))
+    return raised
+
+
+def wait_for_schema_agreement(cluster: Cluster, timeout_s: float = 120.0) -> None:
+    """The driver's wait for schema agreement, again when its control connection was on a node a fault
+    stopped (the driver reconnects it to another node)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            cluster.control_connection.wait_for_schema_agreement()
+            return
+        except (ConnectionException, OperationTimedOut):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
 
 
 @dataclass(slots=True)

@@ -4,6 +4,9 @@ history of change events must look.
 Cassandra's rows come through cassandra-driver at consistency ALL and are put in the clean topics' JSON
 form (``schemas.change_codec.json_value_row``), so a row read back and a row rebuilt from the commit log
 compare as plain JSON values.
+
+The topic readers take a ``KafkaConfig`` (its ``kafka.security`` applies: the secured local services), or
+the bootstrap servers of a plaintext broker as text.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 
 from cassandra_model.table_schema import TableSchema
+from runtime.config import KafkaConfig
+from runtime.kafka_clients import make_consumer, start_kafka_client
 from runtime.kafka_topics import topic_partitions
 from schemas.change_codec import ChangeCodec
 from schemas.driver_rows import driver_row_image, key_text
@@ -64,8 +69,13 @@ class TopicNotStable(RuntimeError):
     """A transaction stayed open on a topic longer than a read may wait for it."""
 
 
+def kafka_of(kafka: KafkaConfig | str) -> KafkaConfig:
+    """``kafka`` itself, or a plaintext KafkaConfig for bootstrap servers given as text."""
+    return KafkaConfig(bootstrap_servers=kafka) if isinstance(kafka, str) else kafka
+
+
 async def _stable_ends(
-    consumer: AIOKafkaConsumer, bootstrap: str, tps: list[TopicPartition], wait_s: float
+    consumer: AIOKafkaConsumer, kafka: KafkaConfig, tps: list[TopicPartition], wait_s: float
 ) -> dict[TopicPartition, int]:
     """Each partition's end for ``consumer`` (read_committed), once every transaction that had written to
     it when the read began has ended.
@@ -73,8 +83,8 @@ async def _stable_ends(
     Until then a read_committed read stops at the open transaction's first offset (the last stable
     offset), so it would miss what other producers committed behind it. A killed worker leaves such a
     transaction, and the worker that takes over commits its events behind it."""
-    latest = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)  # read_uncommitted
-    await latest.start()
+    latest = make_consumer(kafka, enable_auto_commit=False)  # read_uncommitted
+    await start_kafka_client(latest, kafka)
     try:
         written = await latest.end_offsets(tps)
     finally:
@@ -98,21 +108,20 @@ async def _stable_ends(
 
 
 async def read_topic_records(
-    bootstrap: str, topic: str, *, stable_wait_s: float = STABLE_WAIT_S
+    kafka: KafkaConfig | str, topic: str, *, stable_wait_s: float = STABLE_WAIT_S
 ) -> list[tuple[int, int, int, bytes, bytes | None]]:
     """(partition, offset, timestamp ms, key, value) of every committed record of ``topic``, in order:
     everything written before the call, once each transaction open then has been committed or aborted."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed"
-    )
-    await consumer.start()
+    kafka = kafka_of(kafka)
+    consumer = make_consumer(kafka, enable_auto_commit=False, isolation_level="read_committed")
+    await start_kafka_client(consumer, kafka)
     try:
         tps = await topic_partitions(consumer, topic)
         if not tps:
             return []
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        ends = await _stable_ends(consumer, bootstrap, tps, stable_wait_s)
+        ends = await _stable_ends(consumer, kafka, tps, stable_wait_s)
         out = []
         while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
             batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)
@@ -123,9 +132,9 @@ async def read_topic_records(
         await consumer.stop()
 
 
-def read_clean_topic(bootstrap: str, topic: str, codec: ChangeCodec) -> list[CleanEvent]:
+def read_clean_topic(kafka: KafkaConfig | str, topic: str, codec: ChangeCodec) -> list[CleanEvent]:
     """Every committed record of a clean topic up to its current end, decoded (none if it does not exist)."""
-    records = asyncio.run(read_topic_records(bootstrap, topic))
+    records = asyncio.run(read_topic_records(kafka, topic))
     return [
         CleanEvent(p, o, ts, codec.decode_key(k), None if v is None else codec.decode_value(v))
         for p, o, ts, k, v in records

@@ -4,6 +4,10 @@ topics, table by table, with a JSON report.
 
 The run owns its topics, consumer group and keyspace (all named after the run id), so runs never see each
 other's events; the local services are shared and left running.
+
+With secured local services (`cdc infra up --secure`, settings.secure) the run's own clients log in over
+TLS, and the configs it writes for agents and workers carry `kafka.security` and the cassandra login and
+TLS, their passwords as `file:` references (cdc/local_security.py).
 """
 
 from __future__ import annotations
@@ -23,20 +27,29 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from aiokafka import AIOKafkaConsumer
-from aiokafka.admin import AIOKafkaAdminClient
 from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.query import SimpleStatement
 
 from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import TableSchema
-from cdc.verify.faults import FaultInjector, FaultPlan, Supervisor
+from cdc.local_security import cassandra_config, kafka_config, local_material, with_security
+from cdc.verify.faults import (
+    FaultInjector,
+    FaultPlan,
+    Supervisor,
+    replicate_logins,
+    wait_for_schema_agreement,
+)
 from cdc.verify.oracle import by_key, chain_problems, compare, final_images, read_clean_topic, select_rows
 from cdc.verify.workload.operation import Operation
 from cdc.verify.workload.seeded_workload import Workload
+from infra.secure import SecureMaterial
 from infra.settings import InfraSettings
 from infra.stack import LocalStack
+from runtime.cassandra_session import cassandra_cluster
+from runtime.config import CassandraConfig, KafkaConfig
+from runtime.kafka_clients import make_admin, make_consumer, start_kafka_client
 from runtime.kafka_topics import topic_partitions
 from runtime.service_process import ServiceProcess, free_port
 from schemas.change_json import JsonChangeCodec
@@ -72,11 +85,12 @@ class ClientStats:
     done: int = 0
 
 
-def connect_cluster(addresses: list[str], port: int) -> Cluster:
+def connect_cluster(cassandra: CassandraConfig) -> Cluster:
+    """The run's own driver Cluster: the config's contact points, port, login and TLS."""
     profile = ExecutionProfile(request_timeout=30.0, consistency_level=ConsistencyLevel.QUORUM)
     logging.getLogger("cassandra").setLevel(logging.ERROR)
-    return Cluster(
-        addresses, port=port, protocol_version=5, execution_profiles={EXEC_PROFILE_DEFAULT: profile}
+    return cassandra_cluster(
+        cassandra, protocol_version=5, execution_profiles={EXEC_PROFILE_DEFAULT: profile}
     )
 
 
@@ -94,6 +108,10 @@ class VerifyRun:
         self.app_id = f"verify-{self.run_id}"
         self.prefix = f"verify_{self.run_id}"
         self.stack = LocalStack(settings)
+        self.material: SecureMaterial | None = None
+        """Secure mode's files once the services are up (None in plaintext mode)."""
+        self.kafka = KafkaConfig(bootstrap_servers=self.stack.kafka.spec.bootstrap, raw_topic=self.raw_topic)
+        """The run's own Kafka clients' config; with the services' security once they are up."""
         self.agents: list[ServiceProcess] = []
         self.workers: list[ServiceProcess] = []
 
@@ -119,7 +137,9 @@ class VerifyRun:
                 "poll_interval_ms": 50,
             },
         }
-        return ServiceProcess("agent", f"agent-{node.spec.name}", config, workdir, port)
+        return ServiceProcess(
+            "agent", f"agent-{node.spec.name}", with_security(config, self.material), workdir, port
+        )
 
     def _worker(self, index: int) -> ServiceProcess:
         port = free_port()
@@ -136,7 +156,9 @@ class VerifyRun:
                 "transaction_timeout_ms": 10_000,
             },
         }
-        return ServiceProcess("worker", f"worker-{index}", config, workdir, port)
+        return ServiceProcess(
+            "worker", f"worker-{index}", with_security(config, self.material), workdir, port
+        )
 
     def _kafka_section(self) -> dict[str, Any]:
         return {
@@ -154,11 +176,23 @@ class VerifyRun:
         self.say(f"verify run {self.run_id}: seed {options.seed}, {options.operations} operations, "
                  f"{options.clients} clients, {options.workers} workers, faults {options.faults or 'none'}")  # fmt: skip
         self.stack.up(nodes=3, report=self.say)
+        self.material = local_material(self.stack)
+        self.kafka = kafka_config(
+            self.material, bootstrap_servers=self.kafka.bootstrap_servers, raw_topic=self.raw_topic
+        )
         nodes = [self.stack.node(i) for i in (1, 2, 3)]
-        cluster = connect_cluster([n.spec.address for n in nodes], nodes[0].spec.cql_port)
+        cluster = connect_cluster(
+            cassandra_config(
+                self.material, contact_points=[n.spec.address for n in nodes], port=nodes[0].spec.cql_port
+            )
+        )
         session = cluster.connect()
         supervisor: Supervisor | None = None
         try:
+            if self.material is not None and replicate_logins(session, cluster, len(nodes)):
+                self.say(
+                    f"secure mode: system_auth replicated to all {len(nodes)} nodes (a stopped node keeps no role)"
+                )
             workload = Workload(
                 self.keyspace,
                 options.seed,
@@ -168,7 +202,7 @@ class VerifyRun:
             )
             for statement in workload.setup_statements():
                 session.execute(SimpleStatement(statement, consistency_level=ConsistencyLevel.ALL))
-            cluster.control_connection.wait_for_schema_agreement()
+            wait_for_schema_agreement(cluster)
             self.agents = [self._agent(i) for i in (1, 2, 3)]
             self.workers = [self._worker(i) for i in range(1, options.workers + 1)]
             for process in (*self.agents, *self.workers):
@@ -253,7 +287,7 @@ class VerifyRun:
                 t.join()
             for statement in phase.schema_change_after:
                 session.execute(SimpleStatement(statement, consistency_level=ConsistencyLevel.ALL))
-                cluster.control_connection.wait_for_schema_agreement()
+                wait_for_schema_agreement(cluster)
                 self.say(f"after phase {number + 1}: {statement}")
         return stats
 
@@ -304,9 +338,7 @@ class VerifyRun:
             now = time.monotonic()
             if now > deadline:
                 raise RuntimeError(f"the pipeline is not idle after {self.options.idle_timeout_s:.0f} s")
-            end, lag = asyncio.run(
-                _raw_end_and_lag(self.stack.kafka.spec.bootstrap, self.raw_topic, self.app_id)
-            )
+            end, lag = asyncio.run(_raw_end_and_lag(self.kafka, self.raw_topic, self.app_id))
             agents_idle = all(_agent_lag(a) == 0 for a in self.agents)
             if end != last_end or not agents_idle or lag:
                 stable_since, last_end = None, end
@@ -320,13 +352,13 @@ class VerifyRun:
 
     def _compare(self, session: Any, schemas: dict[str, TableSchema], stats: ClientStats) -> dict[str, Any]:
         codec = JsonChangeCodec()
-        bootstrap = self.stack.kafka.spec.bootstrap
+        kafka = self.kafka
         tables: dict[str, Any] = {}
         totals = Counter[str]()
         latencies: list[float] = []
         for name, schema in sorted(schemas.items()):
             expected = select_rows(session, schema)
-            events = read_clean_topic(bootstrap, f"{self.prefix}.{self.keyspace}.{name}", codec)
+            events = read_clean_topic(kafka, f"{self.prefix}.{self.keyspace}.{name}", codec)
             problems = [p for history in by_key(events).values() for p in chain_problems(history)]
             columns = [c.name for c in schema.all_columns()]
             clean = compare(expected, final_images(events), columns)
@@ -422,11 +454,11 @@ def _agent_lag(agent: ServiceProcess) -> float | None:
     return None
 
 
-async def _raw_end_and_lag(bootstrap: str, topic: str, group: str) -> tuple[int, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await consumer.start()
-    await admin.start()
+async def _raw_end_and_lag(kafka: KafkaConfig, topic: str, group: str) -> tuple[int, int]:
+    consumer = make_consumer(kafka, enable_auto_commit=False)
+    admin = make_admin(kafka)
+    await start_kafka_client(consumer, kafka)
+    await start_kafka_client(admin, kafka)
     try:
         tps = await topic_partitions(consumer, topic)
         ends = await consumer.end_offsets(tps) if tps else {}

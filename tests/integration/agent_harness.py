@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 from cassandra.concurrent import execute_concurrent_with_args
@@ -33,6 +32,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cassandra_model.ddl_parser import load_schema_from_cql
 from infra.cql import connect
+from infra.settings import InfraSettings
+from runtime.config import KafkaConfig
+from runtime.kafka_clients import make_admin, make_consumer
 from runtime.service_process import ServiceProcess, free_port
 from schemas.raw_event import decode_raw_event, decode_raw_key
 from schemas.schema_event import SchemaEvent
@@ -80,8 +82,14 @@ def agent_config(
     raw_partitions: int = 6,
     agent: dict[str, Any] | None = None,
     kafka: dict[str, Any] | None = None,
+    cassandra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A config for one agent; `archive_directory` switches processed segments from delete to archive."""
+    """A config for one agent; `archive_directory` switches processed segments from delete to archive.
+
+    `agent`, `kafka` and `cassandra` add keys to their sections (`security`, `username`...). The CQL port is
+    the session services' (CDC_CQL_PORT, as the conftest's InfraSettings), so an agent of services moved to
+    other ports reads their schema, not that of whatever answers on 9042; `cassandra={"port": ...}` overrides.
+    """
     agent_section: dict[str, Any] = {
         "cdc_raw_directory": str(cdc_raw),
         "state_directory": str(state_directory),
@@ -101,7 +109,12 @@ def agent_config(
             "raw_partitions": raw_partitions,
             **(kafka or {}),
         },
-        "cassandra": {"contact_points": list(contact_points), "keyspaces": list(keyspaces)},
+        "cassandra": {
+            "contact_points": list(contact_points),
+            "port": InfraSettings.from_env().cql_port,
+            "keyspaces": list(keyspaces),
+            **(cassandra or {}),
+        },
         "agent": {**agent_section, **(agent or {})},
     }
 
@@ -357,11 +370,15 @@ class TopicReader:
     """Consumes one topic from its beginning (no consumer group) on an event loop of its own.
 
     `poll()` takes what arrived into `raw` (partition, offset, key, value). The topic may not exist yet: the agent
-    creates it, so partitions are assigned on the first poll that finds it.
+    creates it, so partitions are assigned on the first poll that finds it. `kafka` gives the clients'
+    security (a secured broker); by default they are plaintext clients of `bootstrap`.
     """
 
-    def __init__(self, bootstrap: str, topic: str, *, read_committed: bool = False) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, *, read_committed: bool = False, kafka: KafkaConfig | None = None
+    ) -> None:
         self.bootstrap = bootstrap
+        self.kafka = kafka or KafkaConfig(bootstrap_servers=bootstrap)
         self.topic = topic
         self.read_committed = read_committed
         self.partitions = 0
@@ -384,8 +401,8 @@ class TopicReader:
 
     async def _poll(self, timeout_s: float) -> int:
         if self._consumer is None:
-            consumer = AIOKafkaConsumer(
-                bootstrap_servers=self.bootstrap,
+            consumer = make_consumer(
+                self.kafka,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
                 isolation_level="read_committed" if self.read_committed else "read_uncommitted",
@@ -412,7 +429,7 @@ class TopicReader:
         return count
 
     async def _find_partitions(self) -> list[int]:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10_000)
+        admin = make_admin(self.kafka, request_timeout_ms=10_000)
         await admin.start()
         try:
             if self.topic not in await admin.list_topics():
@@ -443,8 +460,8 @@ class TopicReader:
 class RawTopic(TopicReader):
     """The raw topic, each record decoded with the project's Avro codecs (schemas/raw_event.py)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(bootstrap, topic)
+    def __init__(self, bootstrap: str, topic: str, *, kafka: KafkaConfig | None = None) -> None:
+        super().__init__(bootstrap, topic, kafka=kafka)
         self.records: list[RawRecord] = []
         self._counts: Counter[Signature] = Counter()
         self._decoded = 0

@@ -12,6 +12,7 @@ from typing import TypeVar
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from runtime.config import KafkaConfig
 from runtime.kafka_topics import TopicSpec, ensure_topics, topic_partitions
 
 T = TypeVar("T")
@@ -37,7 +38,7 @@ def _with_consumer(bootstrap: str, use: Callable[[AIOKafkaConsumer], Awaitable[T
 
 def test_an_existing_topic_gives_its_partitions_sorted(kafka_bootstrap: str) -> None:
     topic = _topic()
-    asyncio.run(ensure_topics(kafka_bootstrap, [TopicSpec(topic, 3)]))
+    asyncio.run(ensure_topics(KafkaConfig(bootstrap_servers=kafka_bootstrap), [TopicSpec(topic, 3)]))
 
     found = _with_consumer(kafka_bootstrap, lambda consumer: topic_partitions(consumer, topic))
 
@@ -48,7 +49,7 @@ def test_a_topic_created_after_the_consumer_started_is_found_by_one_refresh(kafk
     topic = _topic()
 
     async def use(consumer: AIOKafkaConsumer) -> tuple[set[int] | None, list[TopicPartition]]:
-        await ensure_topics(kafka_bootstrap, [TopicSpec(topic, 2)])
+        await ensure_topics(KafkaConfig(bootstrap_servers=kafka_bootstrap), [TopicSpec(topic, 2)])
         cached = consumer.partitions_for_topic(topic)  # the metadata fetched at start lacks it
         return cached, await topic_partitions(consumer, topic)
 
@@ -64,7 +65,7 @@ def test_a_topic_created_while_waiting_is_found(kafka_bootstrap: str) -> None:
     async def use(consumer: AIOKafkaConsumer) -> list[TopicPartition]:
         async def create_later() -> None:
             await asyncio.sleep(1.0)
-            await ensure_topics(kafka_bootstrap, [TopicSpec(topic, 2)])
+            await ensure_topics(KafkaConfig(bootstrap_servers=kafka_bootstrap), [TopicSpec(topic, 2)])
 
         creating = asyncio.get_running_loop().create_task(create_later())
         try:

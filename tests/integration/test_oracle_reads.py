@@ -13,6 +13,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from cdc.verify.oracle import TopicNotStable, read_topic_records
+from runtime.config import KafkaConfig
 from runtime.kafka_topics import TopicSpec, ensure_topics
 from tests.integration.agent_harness import unique_name
 
@@ -27,7 +28,7 @@ async def _transactional_producer(bootstrap: str) -> AIOKafkaProducer:
 
 async def _a_committed_record_behind_an_open_transaction(bootstrap: str) -> None:
     topic = unique_name("oracle")
-    await ensure_topics(bootstrap, [TopicSpec(topic, 1, 1)])
+    await ensure_topics(KafkaConfig(bootstrap_servers=bootstrap), [TopicSpec(topic, 1, 1)])
     stalled = await _transactional_producer(bootstrap)
     other = await _transactional_producer(bootstrap)
     try:

@@ -36,6 +36,7 @@ from app.worker_stats import WorkerStats
 from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import read_topic_records
+from runtime.config import KafkaConfig
 from runtime.kafka_topics import TopicSpec, ensure_topics, topic_partitions
 from schemas.change_json import JsonChangeCodec
 from schemas.schema_event import schema_event
@@ -138,7 +139,7 @@ async def deploy(bootstrap: str, *, raw_topic_configs: dict[str, str] | None = N
     )
     topics = dep.topics
     await ensure_topics(
-        bootstrap,
+        KafkaConfig(bootstrap_servers=bootstrap),
         [
             TopicSpec(dep.raw_topic, RAW_PARTITIONS, 1, raw_topic_configs or {}),
             TopicSpec(dep.schema_topic, 1, 1, {"cleanup.policy": "compact"}),
@@ -166,17 +167,18 @@ async def worker_core(
 ) -> AsyncIterator[Core]:
     stats = WorkerStats()
     topics = dep.topics
-    schemas = TableSchemas(dep.bootstrap, dep.schema_topic)
+    schemas = TableSchemas(KafkaConfig(bootstrap_servers=dep.bootstrap), dep.schema_topic)
+    kafka = KafkaConfig(bootstrap_servers=dep.bootstrap)
     partitions = PartitionStates(
-        data, dep.bootstrap, topics.changelog, StoreOptions(block_cache_bytes=4 << 20), stats
+        data, kafka, topics.changelog, StoreOptions(block_cache_bytes=4 << 20), stats
     )
-    sink = TransactionalSink(dep.bootstrap, f"{dep.app_id}-{worker_id}", transaction_timeout_ms=10_000)
+    sink = TransactionalSink(kafka, f"{dep.app_id}-{worker_id}", transaction_timeout_ms=10_000)
     await schemas.start()
     try:
         await sink.start()
         partitions.assign(set(range(RAW_PARTITIONS)))
         loop = BatchLoop(
-            bootstrap_servers=dep.bootstrap,
+            kafka=kafka,
             topics=topics,
             partitions=partitions,
             schemas=schemas,
@@ -659,7 +661,11 @@ def test_expiry_emits_due_ttls_in_its_own_transaction_forgets_old_digests_and_sk
 async def started_sink(
     bootstrap: str, transactional_id: str | None = None
 ) -> AsyncIterator[TransactionalSink]:
-    sink = TransactionalSink(bootstrap, transactional_id or unique_name("tx"), transaction_timeout_ms=10_000)
+    sink = TransactionalSink(
+        KafkaConfig(bootstrap_servers=bootstrap),
+        transactional_id or unique_name("tx"),
+        transaction_timeout_ms=10_000,
+    )
     await sink.start()
     try:
         yield sink
@@ -670,7 +676,7 @@ async def started_sink(
 
 async def new_topic(bootstrap: str, partitions: int) -> str:
     topic = unique_name("sink")
-    await ensure_topics(bootstrap, [TopicSpec(topic, partitions)])
+    await ensure_topics(KafkaConfig(bootstrap_servers=bootstrap), [TopicSpec(topic, partitions)])
     return topic
 
 

@@ -43,7 +43,9 @@ def worker_config(
     worker_id: str,
     topic_prefix: str,
     worker: dict[str, Any] | None = None,
+    kafka: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """`kafka`: more keys of the kafka section (its `security`, for a secured broker)."""
     return {
         "cluster": "acceptance",
         "kafka": {
@@ -51,6 +53,7 @@ def worker_config(
             "raw_topic": raw_topic,
             "schema_topic": schema_topic,
             "raw_partitions": raw_partitions,
+            **(kafka or {}),
         },
         "worker": {
             "data_directory": str(data_directory),

@@ -20,7 +20,7 @@ from runtime.config import KafkaConfig
 
 
 class FakeProducer:
-    """Stands in for AIOKafkaProducer; `behaviour` decides what each send's future becomes."""
+    """Stands in for the AIOKafkaProducer of make_producer; `behaviour` decides what each send's future becomes."""
 
     created: ClassVar[list[FakeProducer]] = []
 
@@ -57,13 +57,13 @@ def install(monkeypatch: pytest.MonkeyPatch, behaviours: list[str]) -> None:
     FakeProducer.created = []
     queue = list(behaviours)
 
-    def factory(**kwargs: Any) -> FakeProducer:
+    def factory(kafka: KafkaConfig, **kwargs: Any) -> FakeProducer:
         return FakeProducer(queue.pop(0) if len(queue) > 1 else queue[0], **kwargs)
 
     async def no_topics(self: RawPublisher) -> None:
         pass
 
-    monkeypatch.setattr(publisher_module, "AIOKafkaProducer", factory)
+    monkeypatch.setattr(publisher_module, "make_producer", factory)
     monkeypatch.setattr(RawPublisher, "_ensure_topics", no_topics)
 
 

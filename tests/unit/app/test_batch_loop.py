@@ -22,6 +22,7 @@ from app.change_processor import ChangeProcessor
 from app.partition_states import PartitionStates
 from app.transactional_sink import TransactionalSink
 from app.worker_stats import WorkerStats
+from runtime.config import KafkaConfig
 from schemas.change_json import JsonChangeCodec
 from schemas.schema_topic import TableSchemas
 from state.store.partition_store import PartitionStore, StoreOptions
@@ -49,8 +50,9 @@ def stats() -> WorkerStats:
 def loop(tmp_path: Path, stats: WorkerStats) -> BatchLoop:
     """A worker's batch loop whose Kafka is away (nothing listens on its bootstrap port)."""
     bootstrap = f"127.0.0.1:{free_port()}"
+    kafka = KafkaConfig(bootstrap_servers=bootstrap, request_timeout_ms=2_000)
     return BatchLoop(
-        bootstrap_servers=bootstrap,
+        kafka=kafka,
         topics=Topics(
             raw="raw",
             changelog="app.state-changelog",
@@ -60,11 +62,11 @@ def loop(tmp_path: Path, stats: WorkerStats) -> BatchLoop:
             replication_factor=1,
         ),
         partitions=PartitionStates(
-            tmp_path, bootstrap, "app.state-changelog", StoreOptions(block_cache_bytes=4 << 20), stats
+            tmp_path, kafka, "app.state-changelog", StoreOptions(block_cache_bytes=4 << 20), stats
         ),
-        schemas=TableSchemas(bootstrap, "schemas", request_timeout_ms=2_000),
+        schemas=TableSchemas(KafkaConfig(bootstrap_servers=bootstrap, request_timeout_ms=2_000), "schemas"),
         processor=ChangeProcessor(cluster="c", topic_prefix="clean", codec=JsonChangeCodec(), stats=stats),
-        sink=TransactionalSink(bootstrap, "app-w1", transaction_timeout_ms=10_000, request_timeout_ms=2_000),
+        sink=TransactionalSink(kafka, "app-w1", transaction_timeout_ms=10_000),
         stats=stats,
         digest_horizon_s=3600,
     )

@@ -8,12 +8,15 @@ import pytest
 
 from app.errors import TransactionFailed
 from app.transactional_sink import TransactionalSink
+from runtime.config import KafkaConfig
 from tests.integration.agent_harness import free_port
 
 
 def test_begin_before_start_is_a_retryable_failure() -> None:
     """What the batch loop meets after a restart of the producer failed: not fatal, so it retries."""
-    sink = TransactionalSink(f"127.0.0.1:{free_port()}", "app-w1", transaction_timeout_ms=10_000)
+    sink = TransactionalSink(
+        KafkaConfig(bootstrap_servers=f"127.0.0.1:{free_port()}"), "app-w1", transaction_timeout_ms=10_000
+    )
     with pytest.raises(TransactionFailed) as failed:
         asyncio.run(sink.begin())
     assert not failed.value.fatal
@@ -21,6 +24,7 @@ def test_begin_before_start_is_a_retryable_failure() -> None:
 
 
 def test_the_step_timeout_is_the_transaction_timeout_but_never_under_ten_seconds() -> None:
-    short = TransactionalSink("127.0.0.1:1", "a", transaction_timeout_ms=2_000)
-    long = TransactionalSink("127.0.0.1:1", "b", transaction_timeout_ms=60_000)
+    kafka = KafkaConfig(bootstrap_servers="127.0.0.1:1")
+    short = TransactionalSink(kafka, "a", transaction_timeout_ms=2_000)
+    long = TransactionalSink(kafka, "b", transaction_timeout_ms=60_000)
     assert (short.timeout_s, long.timeout_s) == (10.0, 60.0)
