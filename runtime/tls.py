@@ -103,7 +103,7 @@ def client_ssl_context(
                 f"config key {prefix}cert_file: {cert_file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
             ) from None
         raise ClientSetupError(
-            f"config key {prefix}key_file: {key_file} holds no PEM private key OpenSSL can read ({exc.reason})"
+            f"config key {prefix}key_file: {key_file} holds no PEM private key OpenSSL can read ({getattr(exc, 'reason', None) or exc})"
         ) from None
     except OSError as exc:
         for name, path in (("cert_file", cert_file), ("key_file", key_file)):
@@ -132,7 +132,7 @@ def _file_problem(exc: BaseException, key: str, path: Path | None, what: str) ->
     if isinstance(exc, IsADirectoryError):
         return f"config key {key}: {path} is a directory, not a file"
     if isinstance(exc, ssl.SSLError):
-        return f"config key {key}: {path} holds no {what} OpenSSL can read ({exc.reason})"
+        return f"config key {key}: {path} holds no {what} OpenSSL can read ({getattr(exc, 'reason', None) or exc})"
     if isinstance(exc, OSError):
         return f"config key {key}: cannot read {path}: {exc.strerror or exc}"
     return f"config key {key}: cannot load {path}: {exc}"
