@@ -5,13 +5,14 @@ BIN := $(VENV)/bin
 
 .PHONY: setup demo test soak lint clean
 
+# Installs everything: dev tools and the Spark pipeline extra (the agent and worker alone need `pip install .`).
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml scripts/install-system-deps.sh
 	scripts/install-system-deps.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,pipeline]'
 	$(BIN)/cdc infra fetch
 	touch $@
 

@@ -16,6 +16,10 @@ from infra.errors import InfraError
 from pipeline.errors import PipelineError
 from runtime.logs import configure_logging
 
+#: The top-level modules of the pipeline extra (pyspark, delta-spark and py4j, which pyspark brings).
+SPARK_MODULES = ("pyspark", "delta", "py4j")
+PIPELINE_INSTALL = "pip install 'cassandra-cdc[pipeline]'"
+
 
 def _infra_settings(args: argparse.Namespace):
     from infra.settings import InfraSettings
@@ -24,11 +28,12 @@ def _infra_settings(args: argparse.Namespace):
         commitlog_sync_period_ms=getattr(args, "commitlog_sync_period_ms", None),
         start_timeout_s=getattr(args, "timeout", None),
         secure=True if getattr(args, "secure", False) else None,
+        registry=True if getattr(args, "registry", False) else None,
     )
 
 
 def _cmd_infra_fetch(args: argparse.Namespace) -> int:
-    from infra.artifacts import ensure_cassandra, ensure_kafka, ensure_spark_connectors
+    from infra.artifacts import ensure_cassandra, ensure_kafka, ensure_registry, ensure_spark_connectors
     from infra.toolchain import find_java, find_maven
 
     settings = _infra_settings(args)
@@ -40,6 +45,8 @@ def _cmd_infra_fetch(args: argparse.Namespace) -> int:
         f"spark {settings.spark_version} kafka connector and delta {settings.delta_version} jars: "
         f"{ensure_spark_connectors(settings)}"
     )
+    if not args.no_registry:
+        print(f"apicurio registry {settings.registry_version}: {ensure_registry(settings)}")
     return 0
 
 
@@ -47,7 +54,12 @@ def _cmd_infra_up(args: argparse.Namespace) -> int:
     from infra.stack import LocalStack, format_status
 
     stack = LocalStack(_infra_settings(args))
-    stack.up(nodes=args.nodes, kafka=not args.no_kafka, cassandra=not args.no_cassandra)
+    stack.up(
+        nodes=args.nodes,
+        kafka=not args.no_kafka,
+        cassandra=not args.no_cassandra,
+        registry=args.registry or None,
+    )
     print(format_status(stack.status()))
     return 0
 
@@ -92,19 +104,37 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     return run_worker(config)
 
 
+def _require_pipeline_extra(job: str) -> None:
+    """Some jobs import Spark only once they run: look for it first, so its absence is one clear line."""
+    import importlib.util
+
+    for module in SPARK_MODULES:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise PipelineError(
+                f"`cdc pipeline {job}` needs Spark ({module} is not installed); "
+                f"install the pipeline extra: {PIPELINE_INSTALL}"
+            )
+
+
 def _cmd_pipeline(args: argparse.Namespace) -> int:
-    """`cdc pipeline JOB`: each job module has `run(config, args) -> exit code`."""
+    """`cdc pipeline JOB`: each job module has `run(config, args) -> exit code`. The jobs import Spark,
+    which only the pipeline extra installs: they are imported here, never by the rest of the command line."""
     import importlib
 
     from runtime.config import ConfigError, load_config
 
+    _require_pipeline_extra(args.job)
+    job = importlib.import_module(f"pipeline.{args.job}_job")
     config = load_config(args.config)
     if config.pipeline is None:
         raise ConfigError(
             f"{config.source} has no pipeline section; `cdc pipeline` needs at least pipeline.lake_directory"
         )
     configure_logging(verbose=args.verbose, json_lines=args.log_format == "json")
-    job = importlib.import_module(f"pipeline.{args.job}_job")
     return job.run(config, args)
 
 
@@ -159,11 +189,17 @@ def build_parser() -> argparse.ArgumentParser:
     infra = commands.add_parser("infra", help="local Cassandra (CDC on) and Kafka, from Maven Central jars")
     infra_cmds = infra.add_subparsers(dest="infra_command", required=True)
     fetch = infra_cmds.add_parser("fetch", help="check Java and Maven, download the jars (once, cached)")
+    fetch.add_argument("--no-registry", action="store_true", help="skip the schema registry (142 MB)")
     fetch.set_defaults(func=_cmd_infra_fetch)
     up = infra_cmds.add_parser("up", help="start Kafka and Cassandra if not running; wait until they answer")
     up.add_argument("--nodes", type=int, default=1, help="Cassandra nodes on 127.0.0.1..N (1-3, default 1)")
     up.add_argument("--no-kafka", action="store_true", help="start Cassandra only")
     up.add_argument("--no-cassandra", action="store_true", help="start Kafka only")
+    up.add_argument(
+        "--registry",
+        action="store_true",
+        help="also start the schema registry (Apicurio, Confluent API at /apis/ccompat/v7; CDC_REGISTRY=1)",
+    )
     up.add_argument(
         "--commitlog-sync-period-ms",
         type=int,
@@ -263,7 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(func=_cmd_demo)
 
-    pipeline = commands.add_parser("pipeline", help="Spark jobs: lake tables, bootstrap, replay, reconcile")
+    pipeline = commands.add_parser(
+        "pipeline", help="Spark jobs (the pipeline extra): lake tables, bootstrap, replay, reconcile"
+    )
     jobs = pipeline.add_subparsers(dest="job", required=True, metavar="JOB")
     job_help = {
         "lake": "stream the clean topics into one Delta table per CDC table (MERGE per micro-batch)",

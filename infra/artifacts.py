@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 
@@ -95,5 +96,66 @@ def find_jar(lib: Path, prefix: str) -> Path:
     if not matches:
         raise ArtifactDownloadError(
             f"no {prefix}*.jar in {lib}; delete {lib.parent} and run `cdc infra fetch`"
+        )
+    return matches[-1]
+
+
+def ensure_registry(settings: InfraSettings) -> Path:
+    """The unpacked Apicurio Registry (runner jar + lib/), downloading and extracting it on first use.
+
+    Maven Central serves the whole application as `apicurio-registry-app-<v>-all.tar.gz` (about 140 MB);
+    Maven fetches it (into ~/.m2 as well, so a cleared cache re-extracts without downloading) and it is
+    unpacked under the cache folder, behind the same stamp file as the jar folders.
+    """
+    target = settings.registry_dist
+    if (target / _STAMP).is_file():
+        return target
+    artifact = f"io.apicurio:apicurio-registry-app:{settings.registry_version}:tar.gz:all"
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    cmd = [
+        str(find_maven()), "-B", "-q", "-gs", str(GLOBAL_SETTINGS),
+        f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={staging}",
+    ]  # fmt: skip
+    log.info("downloading %s into %s", artifact, target)
+    try:
+        # No POM: run from the staging folder so Maven never picks up a pom.xml of the current directory.
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=staging)
+    except subprocess.TimeoutExpired as exc:
+        raise ArtifactDownloadError(f"Maven did not finish downloading {artifact} within 30 minutes") from exc
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
+        raise ArtifactDownloadError(
+            f"Maven failed to download {artifact} (exit {done.returncode}); check that Maven Central is "
+            f"reachable and ~/.m2/settings.xml. Last output:\n{tail}"
+        )
+    archives = list(staging.glob("*.tar.gz"))
+    if len(archives) != 1:
+        raise ArtifactDownloadError(f"Maven succeeded for {artifact} but left {archives} in {staging}")
+    try:
+        with tarfile.open(archives[0]) as archive:
+            # the "data" filter (no absolute paths, links out of the folder or devices) where Python has it
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            archive.extractall(staging, **safe)
+    except (tarfile.TarError, OSError) as exc:
+        raise ArtifactDownloadError(
+            f"cannot unpack {archives[0]}: {exc}; run `cdc infra fetch` again"
+        ) from exc
+    archives[0].unlink()
+    runner = registry_runner(staging)
+    (staging / _STAMP).write_text(f"{runner.name}\n")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
+
+
+def registry_runner(dist: Path) -> Path:
+    """The Quarkus runner jar of an unpacked Apicurio Registry (it loads lib/ by its manifest)."""
+    matches = sorted(dist.glob("apicurio-registry-app-*-runner.jar"))
+    if not matches or not (dist / "lib").is_dir():
+        raise ArtifactDownloadError(
+            f"no apicurio-registry-app-*-runner.jar and lib/ in {dist}; delete it and run "
+            "`cdc infra fetch --registry`"
         )
     return matches[-1]

@@ -16,6 +16,9 @@ KAFKA_VERSION = "3.9.2"
 SPARK_VERSION = "4.2.0"
 #: Delta Lake built for that Spark line (artifact delta-spark_4.2_2.13)
 DELTA_VERSION = "4.4.0"
+#: Apicurio Registry, a Confluent-compatible schema registry (infra/registry.py). The 2.6 line runs on
+#: Java 17, the project's JDK; 3.x is built for Java 21.
+REGISTRY_VERSION = "2.6.13.Final"
 
 
 def _env_path(name: str, default: Path) -> Path:
@@ -54,8 +57,10 @@ class InfraSettings:
     kafka_version: str = KAFKA_VERSION
     spark_version: str = SPARK_VERSION
     delta_version: str = DELTA_VERSION
+    registry_version: str = REGISTRY_VERSION
     cassandra_heap_mb: int = 1024
     kafka_heap_mb: int = 512
+    registry_heap_mb: int = 256
     commitlog_sync_period_ms: int = 100
     cdc_total_space_mb: int = 1024
     commitlog_segment_size_mb: int = 8
@@ -66,6 +71,9 @@ class InfraSettings:
     cql_port: int = 9042
     storage_port: int = 7000
     jmx_base_port: int = 7199
+    registry_port: int = 8081
+    registry: bool = False
+    """Also start the schema registry with `up` (`cdc infra up --registry`, CDC_REGISTRY=1)."""
     extra_cassandra_yaml: dict[str, object] = field(default_factory=dict)
     secure: bool = False
     """Kafka on SASL_SSL (SCRAM, PLAIN) and Cassandra with passwords and client TLS, instead of plaintext."""
@@ -93,6 +101,11 @@ class InfraSettings:
         return self.cache / f"kafka-{self.kafka_version}" / "libs"
 
     @property
+    def registry_dist(self) -> Path:
+        """The unpacked Apicurio Registry distribution: the runner jar and its lib/ folder."""
+        return self.cache / f"apicurio-registry-{self.registry_version}"
+
+    @property
     def spark_connector_jars(self) -> Path:
         return self.cache / f"spark-{self.spark_version}-connectors-delta-{self.delta_version}"
 
@@ -112,6 +125,9 @@ class InfraSettings:
             "cql_port": _env_int("CDC_CQL_PORT", 9042),
             "storage_port": _env_int("CDC_STORAGE_PORT", 7000),
             "jmx_base_port": _env_int("CDC_JMX_BASE_PORT", 7199),
+            "registry_port": _env_int("CDC_REGISTRY_PORT", 8081),
+            "registry_heap_mb": _env_int("CDC_REGISTRY_HEAP_MB", 256),
+            "registry": _env_flag("CDC_REGISTRY"),
             "secure": _env_flag("CDC_SECURE"),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -125,9 +141,20 @@ class InfraSettings:
                 f"commitlog_sync_period_ms={self.commitlog_sync_period_ms} is out of range 1..10000 "
                 "(CDC latency follows it; 100 ms is the default)"
             )
-        for name in ("kafka_port", "kafka_controller_port", "cql_port", "storage_port", "jmx_base_port"):
+        for name in (
+            "kafka_port",
+            "kafka_controller_port",
+            "cql_port",
+            "storage_port",
+            "jmx_base_port",
+            "registry_port",
+        ):
             port = getattr(self, name)
             if not 1 <= port <= 65_535:
                 raise ValueError(f"{name}={port} is not a TCP port (set CDC_{name.upper()} to 1..65535)")
         if self.cassandra_heap_mb < 256 or self.kafka_heap_mb < 128:
             raise ValueError("cassandra_heap_mb must be >= 256 and kafka_heap_mb >= 128")
+        if self.registry_heap_mb < 128:
+            raise ValueError(
+                f"registry_heap_mb={self.registry_heap_mb} must be >= 128 (CDC_REGISTRY_HEAP_MB)"
+            )

@@ -22,6 +22,7 @@ from infra.cassandra import MAX_NODES, CassandraNode, main_cluster_spec
 from infra.errors import InfraError
 from infra.kafka import KafkaBroker, broker_spec
 from infra.kafka_sasl import require_scram_storage
+from infra.registry import SchemaRegistry, registry_spec
 from infra.secure import SecureMaterial, ensure_shared_material, material
 from infra.settings import InfraSettings
 
@@ -50,6 +51,7 @@ class LocalStack:
     def __init__(self, settings: InfraSettings) -> None:
         self.settings = settings
         self.kafka = KafkaBroker(broker_spec(settings), settings)
+        self.registry = SchemaRegistry(registry_spec(settings), settings)
 
     def node(self, index: int) -> CassandraNode:
         return CassandraNode(main_cluster_spec(self.settings, index), self.settings)
@@ -95,9 +97,20 @@ class LocalStack:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def up(
-        self, *, nodes: int = 1, kafka: bool = True, cassandra: bool = True, report: Report = print
+        self,
+        *,
+        nodes: int = 1,
+        kafka: bool = True,
+        cassandra: bool = True,
+        registry: bool | None = None,
+        report: Report = print,
     ) -> dict[str, float | None]:
-        """Start what is missing; returns seconds each start took (None: it was already running)."""
+        """Start what is missing; returns seconds each start took (None: it was already running).
+
+        The schema registry starts only when asked (`registry=True`, else settings.registry), last.
+        """
+        if registry is None:
+            registry = self.settings.registry
         if not 1 <= nodes <= MAX_NODES:
             raise ValueError(f"--nodes must be between 1 and {MAX_NODES}, got {nodes}")
         timings: dict[str, float | None] = {}
@@ -116,6 +129,10 @@ class LocalStack:
                     timings[f"cassandra-{node.spec.name}"] = self._start(
                         f"cassandra {node.spec.name} ({node.spec.address})", node.start, report
                     )
+            if registry:
+                timings["registry"] = self._start(
+                    f"schema registry ({self.registry.spec.ccompat_url})", self.registry.start, report
+                )
         return timings
 
     def _switch_mode(self, report: Report, *, kafka: bool) -> None:
@@ -155,8 +172,10 @@ class LocalStack:
         return took
 
     def down(self, *, report: Report = print) -> None:
-        """Stop every node (highest first, so the seed goes last) and then the broker."""
+        """Stop the registry, every node (highest first, so the seed goes last) and then the broker."""
         with self._lock():
+            if self.registry.stop():
+                report("stopped schema registry")
             for node in reversed(self.known_nodes()):
                 if node.stop():
                     report(f"stopped cassandra {node.spec.name}")
@@ -177,6 +196,7 @@ class LocalStack:
                 **(self._kafka_security() if secure else {}),
             )
         ]
+        rows.extend(self._registry_status())
         for node in self.known_nodes():
             spec = node.spec
             rows.append(
@@ -191,6 +211,22 @@ class LocalStack:
                 )
             )
         return rows
+
+    def _registry_status(self) -> list[ServiceStatus]:
+        """The registry's row, once it was asked for (settings) or has run under this home."""
+        registry = self.registry
+        if not (self.settings.registry or registry.spec.root.exists() or registry.is_running()):
+            return []
+        return [
+            ServiceStatus(
+                service="registry",
+                running=registry.is_running(),
+                pid=registry.process.pid(),
+                endpoint=registry.spec.ccompat_url,
+                data="(in memory)",
+                log=str(registry.spec.log_file),
+            )
+        ]
 
     def _client_files(self) -> dict[str, str]:
         files = material(self.settings)
