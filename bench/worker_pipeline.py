@@ -546,13 +546,17 @@ class Bench:
 
     # -- input: real writes, a real agent, shuffled copies
 
+    def cql_cluster(self) -> Any:
+        """A driver Cluster on the node (bench/secured_overhead.py logs in over TLS instead)."""
+        from infra.cql import connect
+
+        return connect(self.node.spec.address, self.node.spec.cql_port)
+
     def write_rows(self) -> tuple[int, int]:
         """--rows writes (inserts and updates) to bench.readings; (inserts, updates) acknowledged."""
         from cassandra.concurrent import execute_concurrent
 
-        from infra.cql import connect
-
-        self.cluster = connect(ADDRESS, self.node.spec.cql_port)
+        self.cluster = self.cql_cluster()
         session = self.cluster.connect()
         session.execute(
             "CREATE KEYSPACE bench WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
@@ -616,7 +620,13 @@ class Bench:
         self.agent.wait_published(inserts + updates, timeout_s=600)
         self.agent.wait_caught_up()
         self.agent.stop()
-        raw = asyncio.run(_read_topic(self.bootstrap, "cdc.raw"))
+        self.write_copies("cdc.raw")
+
+    def write_copies(self, source: str) -> None:
+        """The raw events of topic `source`, --copies times each, shuffled within their partition, to
+        bench.raw-copies (the topic the workers read); a single-row INSERT among them is the state run's
+        template."""
+        raw = asyncio.run(_read_topic(self.bootstrap, source))
         say(f"  the agent published {len(raw):,} raw events ({sum(len(r[3]) for r in raw) / 1e6:.1f} MB)")
         self.input.update(events=len(raw), raw_mb=sum(len(r[3]) for r in raw) / 1e6)
         for _, _, _, value in raw:
@@ -641,7 +651,17 @@ class Bench:
 
     # -- worker runs
 
-    def worker(self, name: str, app_id: str, topic: str, worker_id: str | None = None) -> WorkerProcess:
+    def worker(
+        self,
+        name: str,
+        app_id: str,
+        topic: str,
+        worker_id: str | None = None,
+        *,
+        kafka: dict[str, Any] | None = None,
+    ) -> WorkerProcess:
+        """A worker (not started) on `topic`; `kafka` replaces keys of its kafka section (e.g. another
+        listener's bootstrap_servers and its `security`)."""
         config = {
             "cluster": self.settings.cluster_name,
             "kafka": {
@@ -649,6 +669,7 @@ class Bench:
                 "raw_topic": topic,
                 "schema_topic": "cdc.schemas",
                 "raw_partitions": PARTITIONS,
+                **(kafka or {}),
             },
             "worker": {
                 "data_directory": str(self.home / name),
