@@ -8,14 +8,10 @@ handshake (or refuse to), so no Kafka or Cassandra is needed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import socket
 import ssl
-import threading
-from collections.abc import Callable, Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,7 +37,7 @@ from runtime.kafka_clients import (
 from runtime.secrets import Secret
 from runtime.spark_kafka import SPARK_REDACTION_CONF, jaas_config, spark_kafka_options
 from runtime.tls import ClientSetupError, client_ssl_context
-from tests.unit.tls_material import KEY_PASSWORD, TlsMaterial, make_tls_material
+from tests.unit.tls_material import KEY_PASSWORD, TlsMaterial, loopback_server, make_tls_material, tls_handler
 
 PASSWORD = 'p"w\\rd-42'
 
@@ -333,46 +329,6 @@ def test_traditional_rsa_key_is_fine_for_python_clients(tls: TlsMaterial) -> Non
 # --- real handshakes against local servers --------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _server(handle: Callable[[socket.socket], None]) -> Iterator[int]:
-    """A loopback TCP server running `handle` on each connection in a thread; yields its port."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with contextlib.suppress(OSError), conn:
-                conn.settimeout(5)
-                handle(conn)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(5)
-        listener.close()
-
-
-def _tls_handler(cert: Path, key: Path) -> Callable[[socket.socket], None]:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(cert), str(key))
-
-    def handle(conn: socket.socket) -> None:
-        with context.wrap_socket(conn, server_side=True) as secured:
-            secured.recv(64)  # then close, as a listener that did not like the request
-
-    return handle
-
-
 def _plaintext_handler(conn: socket.socket) -> None:
     """A plaintext listener that reads a (TLS hello) frame size and hangs up, as a Kafka broker does."""
     conn.recv(4)
@@ -395,26 +351,26 @@ def _diagnose(kafka: KafkaConfig) -> str:
 )  # fmt: skip
 def test_kafka_untrusted_and_expired_broker_certificates(tls: TlsMaterial, server: str, message: str) -> None:
     cert, key = getattr(tls, f"{server}_cert"), getattr(tls, f"{server}_key")
-    with _server(_tls_handler(cert, key)) as port:
+    with loopback_server(tls_handler(cert, key)) as port:
         assert re.search(message, _diagnose(_kafka(f"127.0.0.1:{port}", **_sasl(ca_file=tls.ca))))
 
 
 def test_kafka_certificate_for_another_name(tls: TlsMaterial) -> None:
-    with _server(_tls_handler(tls.misnamed_cert, tls.misnamed_key)) as port:
+    with loopback_server(tls_handler(tls.misnamed_cert, tls.misnamed_key)) as port:
         message = _diagnose(_kafka(f"127.0.0.1:{port}", protocol="SSL", ca_file=tls.ca))
     assert re.search(
         r"certificate of 127\.0\.0\.1:\d+ does not name the address it was reached at \(IP address mismatch.*\); "
         r"connect by a name the certificate lists, or set kafka\.security\.check_hostname: false",
         message,
     )
-    with _server(_tls_handler(tls.misnamed_cert, tls.misnamed_key)) as port:
+    with loopback_server(tls_handler(tls.misnamed_cert, tls.misnamed_key)) as port:
         relaxed = _kafka(f"127.0.0.1:{port}", protocol="SSL", ca_file=tls.ca, check_hostname=False)
         # the handshake passes; the server then hangs up, which is no TLS problem
         assert asyncio.run(diagnose_kafka(relaxed)) is None
 
 
 def test_kafka_tls_client_on_plaintext_port(tls: TlsMaterial) -> None:
-    with _server(_plaintext_handler) as port:
+    with loopback_server(_plaintext_handler) as port:
         message = _diagnose(_kafka(f"127.0.0.1:{port}", protocol="SSL", ca_file=tls.ca))
     assert re.search(
         r"did not answer the TLS handshake .*plaintext port, while kafka\.security\.protocol asks", message
@@ -422,7 +378,7 @@ def test_kafka_tls_client_on_plaintext_port(tls: TlsMaterial) -> None:
 
 
 def test_kafka_plaintext_client_on_tls_port(tls: TlsMaterial) -> None:
-    with _server(_tls_handler(tls.server_cert, tls.server_key)) as port:
+    with loopback_server(tls_handler(tls.server_cert, tls.server_key)) as port:
         message = _diagnose(_kafka(f"127.0.0.1:{port}"))
     assert re.search(
         r"closed the connection at the first request: .* set kafka\.security\.protocol \(now PLAINTEXT\)",
@@ -432,7 +388,7 @@ def test_kafka_plaintext_client_on_tls_port(tls: TlsMaterial) -> None:
 
 def test_started_client_fails_with_the_reason(tls: TlsMaterial) -> None:
     """aiokafka only says "Unable to bootstrap"; start_kafka_client says why."""
-    with _server(_tls_handler(tls.stranger_cert, tls.stranger_key)) as port:
+    with loopback_server(tls_handler(tls.stranger_cert, tls.stranger_key)) as port:
         kafka = _kafka(f"127.0.0.1:{port}", **_sasl(ca_file=tls.ca))
 
         async def scenario() -> None:
@@ -501,7 +457,7 @@ def _cassandra_connect(config: CassandraConfig) -> str:
 def test_cassandra_certificate_problems(tls: TlsMaterial, server: str, message: str) -> None:
     """cassandra-driver keeps only the SSL error's text (OSError "Last error: [SSL: ...]"): still told apart."""
     cert, key = getattr(tls, f"{server}_cert"), getattr(tls, f"{server}_key")
-    with _server(_tls_handler(cert, key)) as port:
+    with loopback_server(tls_handler(cert, key)) as port:
         config = CassandraConfig(
             port=port,
             username="cdc",
@@ -512,7 +468,7 @@ def test_cassandra_certificate_problems(tls: TlsMaterial, server: str, message: 
 
 
 def test_cassandra_plaintext_client_on_tls_port(tls: TlsMaterial) -> None:
-    with _server(_tls_handler(tls.server_cert, tls.server_key)) as port:
+    with loopback_server(tls_handler(tls.server_cert, tls.server_key)) as port:
         message = _cassandra_connect(CassandraConfig(port=port))
     assert "set cassandra.tls.enabled: true" in message
 
@@ -522,7 +478,7 @@ def test_cassandra_tls_client_on_plaintext_port(tls: TlsMaterial) -> None:
         conn.recv(64)
         conn.sendall(b"\x84\x00\x00\x00\x00\x00\x00\x00\x10garbage-not-tls!")
 
-    with _server(answer_garbage) as port:
+    with loopback_server(answer_garbage) as port:
         message = _cassandra_connect(
             CassandraConfig(port=port, tls=CassandraTlsConfig(enabled=True, ca_file=tls.ca))
         )

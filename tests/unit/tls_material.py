@@ -4,8 +4,13 @@ PKCS#8 encrypted, and the traditional PKCS#1 form the Java Kafka client cannot r
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import socket
+import ssl
 import subprocess
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,3 +116,47 @@ def make_tls_material(folder: Path) -> TlsMaterial:
         client_key_pkcs1=pkcs1,
         other_key=other,
     )
+
+
+@contextlib.contextmanager
+def loopback_server(handle: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A TCP server on 127.0.0.1 running `handle` on each connection in a thread; yields its port.
+
+    Real handshakes against it show how a client fails on a listener that is not what it expects."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with contextlib.suppress(OSError), conn:
+                conn.settimeout(5)
+                handle(conn)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+def tls_handler(cert: Path, key: Path) -> Callable[[socket.socket], None]:
+    """A connection handler that completes a TLS handshake with `cert`, reads a little and closes, as a
+    listener that did not like the request."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+
+    def handle(conn: socket.socket) -> None:
+        with context.wrap_socket(conn, server_side=True) as secured:
+            secured.recv(64)
+
+    return handle

@@ -8,13 +8,11 @@ password needs a real SCRAM broker and is in tests/integration/test_worker_secur
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import socket
 import ssl
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,7 @@ from runtime.config import (
 )
 from runtime.secrets import Secret
 from runtime.service_process import free_port
-from tests.unit.tls_material import TlsMaterial, make_tls_material
+from tests.unit.tls_material import TlsMaterial, loopback_server, make_tls_material, tls_handler
 
 PASSWORD = "s3cr3t-Pa55word"
 TOKEN = "t0ken-Value-42"
@@ -193,46 +191,6 @@ def test_rest_requests_need_the_bearer_token() -> None:
 # --- a Kafka that refuses the worker --------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def loopback_server(handle: Callable[[socket.socket], None]) -> Iterator[int]:
-    """A TCP server on 127.0.0.1 running `handle` on each connection in a thread; yields its port."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with contextlib.suppress(OSError), conn:
-                conn.settimeout(5)
-                handle(conn)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(5)
-        listener.close()
-
-
-def tls_server(cert: Path, key: Path) -> Callable[[socket.socket], None]:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(cert), str(key))
-
-    def handle(conn: socket.socket) -> None:
-        with context.wrap_socket(conn, server_side=True) as secured_conn:
-            secured_conn.recv(64)
-
-    return handle
-
-
 def prepare_fails(config: CdcConfig) -> tuple[str, float]:
     """The WorkerError message of a worker's start, and how long the start took."""
 
@@ -260,7 +218,7 @@ def prepare_fails(config: CdcConfig) -> tuple[str, float]:
 def test_an_untrusted_or_expired_broker_certificate_ends_the_start_at_once(
     tls: TlsMaterial, tmp_path: Path, server: str, message: str
 ) -> None:
-    with loopback_server(tls_server(getattr(tls, f"{server}_cert"), getattr(tls, f"{server}_key"))) as port:
+    with loopback_server(tls_handler(getattr(tls, f"{server}_cert"), getattr(tls, f"{server}_key"))) as port:
         text, took = prepare_fails(worker_config(secured(f"127.0.0.1:{port}", tls), tmp_path))
     assert re.search(message, text), text
     assert PASSWORD not in text
@@ -268,7 +226,7 @@ def test_an_untrusted_or_expired_broker_certificate_ends_the_start_at_once(
 
 
 def test_a_plaintext_worker_on_a_tls_port_ends_the_start_at_once(tls: TlsMaterial, tmp_path: Path) -> None:
-    with loopback_server(tls_server(tls.server_cert, tls.server_key)) as port:
+    with loopback_server(tls_handler(tls.server_cert, tls.server_key)) as port:
         text, took = prepare_fails(
             worker_config(KafkaConfig(bootstrap_servers=f"127.0.0.1:{port}"), tmp_path)
         )

@@ -9,9 +9,7 @@ import asyncio
 import pickle
 import socket
 import ssl
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,7 @@ from runtime.config import (
 )
 from runtime.kafka_clients import KafkaAccessError
 from runtime.secrets import Secret
-from tests.unit.tls_material import KEY_PASSWORD, TlsMaterial, make_tls_material
+from tests.unit.tls_material import KEY_PASSWORD, TlsMaterial, loopback_server, make_tls_material, tls_handler
 
 PIPELINE = Path(__file__).resolve().parents[3] / "pipeline"
 PASSWORD = "pipeline-Pa55-" + "x" * 8
@@ -192,7 +190,7 @@ def test_an_unanswered_bootstrap_is_service_unreachable() -> None:
 
 def test_a_tls_listener_reached_in_plaintext_is_diagnosed(tls: TlsMaterial) -> None:
     """aiokafka raises only "Unable to bootstrap"; the failure is asked again to find the reason."""
-    with _server(_tls_handler(tls.server_cert, tls.server_key)) as port:
+    with loopback_server(tls_handler(tls.server_cert, tls.server_key)) as port:
         kafka = _kafka(f"127.0.0.1:{port}")
         error = kafka_failure(KafkaConnectionError("Unable to bootstrap from ..."), kafka, "read 't'")
     assert type(error) is PipelineError
@@ -305,7 +303,7 @@ def test_a_refused_login_names_the_password_key_and_not_the_password(monkeypatch
 
 
 def test_an_untrusted_node_certificate_names_the_ca_key(tls: TlsMaterial) -> None:
-    with _server(_tls_handler(tls.stranger_cert, tls.stranger_key)) as port:
+    with loopback_server(tls_handler(tls.stranger_cert, tls.stranger_key)) as port:
         spec = _spec(_cassandra(port, tls=CassandraTlsConfig(enabled=True, ca_file=tls.ca)))
         with pytest.raises(PipelineError, match=r"is not trusted.*set cassandra\.tls\.ca_file") as caught:
             connect(spec)
@@ -330,48 +328,6 @@ def test_unreadable_tls_files_are_a_pipeline_error(tmp_path: Path) -> None:
 # --- local servers ------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _server(handle: Callable[[socket.socket], None]) -> Iterator[int]:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(5)
-                with suppress(OSError):
-                    handle(conn)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield int(listener.getsockname()[1])
-    finally:
-        stop.set()
-        thread.join(5)
-        listener.close()
-
-
-def _tls_handler(cert: Path, key: Path) -> Callable[[socket.socket], None]:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(cert), str(key))
-
-    def handle(conn: socket.socket) -> None:
-        with context.wrap_socket(conn, server_side=True) as tls_conn:
-            tls_conn.recv(1)
-
-    return handle
-
-
 def test_local_server_helper_answers_tls(tls: TlsMaterial) -> None:
     """The stand-in server really speaks TLS (else the tests above would prove nothing)."""
 
@@ -380,5 +336,5 @@ def test_local_server_helper_answers_tls(tls: TlsMaterial) -> None:
         _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
         writer.close()
 
-    with _server(_tls_handler(tls.server_cert, tls.server_key)) as port:
+    with loopback_server(tls_handler(tls.server_cert, tls.server_key)) as port:
         asyncio.run(hello(port))
