@@ -40,8 +40,7 @@ from runtime.config import (
 from runtime.kafka_clients import KafkaAccessError
 from runtime.secrets import Secret
 from runtime.service_process import environment_without_cdc_overrides, free_port
-from tests.unit.test_client_security import _server, _tls_handler
-from tests.unit.tls_material import TlsMaterial, make_tls_material
+from tests.unit.tls_material import TlsMaterial, loopback_server, make_tls_material, tls_handler
 
 PASSWORD = "s3cret-Pa55word-do-not-print"
 SEGMENT = "CommitLog-7-1700000000001.log"
@@ -86,7 +85,7 @@ def test_untrusted_broker_certificate_stops_the_publisher(
 ) -> None:
     metrics = AgentMetrics()
     with (
-        _server(_tls_handler(tls.stranger_cert, tls.stranger_key)) as port,
+        loopback_server(tls_handler(tls.stranger_cert, tls.stranger_key)) as port,
         pytest.raises(AccessError) as caught,
     ):
         _start(_sasl_ssl(f"127.0.0.1:{port}", tls.ca), metrics)
@@ -102,7 +101,7 @@ def test_untrusted_broker_certificate_stops_the_publisher(
 
 
 def test_plaintext_publisher_on_a_tls_port_is_told_to_set_the_protocol(tls: TlsMaterial) -> None:
-    tls_port = _server(_tls_handler(tls.server_cert, tls.server_key))
+    tls_port = loopback_server(tls_handler(tls.server_cert, tls.server_key))
     with (
         tls_port as port,
         pytest.raises(AccessError, match=r"set kafka\.security\.protocol \(now PLAINTEXT\)"),
@@ -193,7 +192,7 @@ def test_refused_cassandra_login_stops_the_agent(
 
 
 def test_expired_node_certificate_stops_the_agent(tls: TlsMaterial, tmp_path: Path) -> None:
-    with _server(_tls_handler(tls.expired_cert, tls.expired_key)) as port:
+    with loopback_server(tls_handler(tls.expired_cert, tls.expired_key)) as port:
         config = _agent_config(
             tmp_path,
             cassandra=CassandraConfig(port=port, tls=CassandraTlsConfig(enabled=True, ca_file=tls.ca)),
@@ -222,7 +221,7 @@ def test_nothing_is_read_or_released_when_kafka_refuses(
 
     monkeypatch.setattr(NodeAgent, "cycle", cycle)
 
-    with _server(_tls_handler(tls.stranger_cert, tls.stranger_key)) as port:
+    with loopback_server(tls_handler(tls.stranger_cert, tls.stranger_key)) as port:
         config = _agent_config(
             tmp_path, cassandra=CassandraConfig(), kafka=_sasl_ssl(f"127.0.0.1:{port}", tls.ca)
         )
@@ -239,7 +238,7 @@ def test_nothing_is_read_or_released_when_kafka_refuses(
 def test_cdc_agent_prints_the_reason_and_exits_non_zero(tls: TlsMaterial, tmp_path: Path) -> None:
     password_file = tmp_path / "cassandra.password"
     password_file.write_text(PASSWORD + "\n")
-    with _server(_tls_handler(tls.stranger_cert, tls.stranger_key)) as port:
+    with loopback_server(tls_handler(tls.stranger_cert, tls.stranger_key)) as port:
         config = {
             "kafka": {"bootstrap_servers": f"127.0.0.1:{free_port()}"},
             "cassandra": {
@@ -279,7 +278,7 @@ def test_no_log_line_of_a_refused_start_holds_the_password(
     tls: TlsMaterial, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    with _server(_tls_handler(tls.server_cert, tls.server_key)) as port, pytest.raises(AccessError):
+    with loopback_server(tls_handler(tls.server_cert, tls.server_key)) as port, pytest.raises(AccessError):
         _start(_sasl_ssl(f"127.0.0.1:{port}", tls.stranger_cert))
     assert caplog.records, "the refusals were not logged"
     assert PASSWORD not in caplog.text

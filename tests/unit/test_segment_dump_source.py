@@ -19,8 +19,7 @@ from cdc.segment_dump import SchemaLoadError, load_catalog
 from runtime.config import CassandraConfig
 from runtime.secrets import Secret
 from runtime.service_process import free_port
-from tests.unit.test_client_security import _server, _tls_handler
-from tests.unit.tls_material import TlsMaterial, make_tls_material
+from tests.unit.tls_material import TlsMaterial, loopback_server, make_tls_material, tls_handler
 
 PASSWORD = "dump-pa55word-never-shown"
 
@@ -80,7 +79,7 @@ def test_a_schema_source_is_required_and_schema_cql_stands_alone(tmp_path: Path)
 def test_untrusted_node_certificate_is_reported_by_cdc_segment_dump(
     tls: TlsMaterial, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with _server(_tls_handler(tls.stranger_cert, tls.stranger_key)) as port:
+    with loopback_server(tls_handler(tls.stranger_cert, tls.stranger_key)) as port:
         config = _config_file(
             tmp_path,
             {
