@@ -9,6 +9,7 @@ COPY pyproject.toml README.md ./
 COPY cdc cdc
 COPY agents agents
 COPY app app
+COPY consumers consumers
 COPY pipeline pipeline
 COPY schemas schemas
 COPY state state

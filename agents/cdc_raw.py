@@ -1,4 +1,5 @@
-"""The cdc_raw folder as a consumer sees it: segments in id order, each with its durable offset."""
+"""The cdc_raw folder as a consumer sees it: segments in id order, each with its durable offset, and the
+`_cdc.idx` files left without their segment."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agents.commitlog.cdc_index import CdcIndex, read_cdc_index
-from agents.commitlog.descriptor import SegmentName, parse_segment_name
+from agents.commitlog.descriptor import SegmentName, parse_index_name, parse_segment_name
 from agents.commitlog.errors import SegmentFormatError
 
 
@@ -46,3 +47,37 @@ def list_cdc_segments(cdc_raw: Path) -> list[CdcSegment]:
             segments.append(CdcSegment(path, name, None, exc.reason))
     segments.sort(key=lambda s: s.name.segment_id)
     return segments
+
+
+@dataclass(slots=True, frozen=True)
+class OrphanIndex:
+    """A `_cdc.idx` whose segment is not in cdc_raw; `index` is None while it is empty or unreadable.
+
+    Cassandra writes the index of a segment holding CDC data at every sync, whether or not the hard link
+    is still there: once it deleted the link of a segment still being synced (a full cdc_raw with
+    cdc_block_writes false), the index comes back alone.
+    """
+
+    path: Path
+    name: SegmentName
+    index: CdcIndex | None
+
+
+def list_orphan_indexes(cdc_raw: Path, segments: list[CdcSegment]) -> list[OrphanIndex]:
+    """Every `_cdc.idx` in cdc_raw whose segment is not among `segments`, oldest id first."""
+    present = {s.name.segment_id for s in segments}
+    orphans = []
+    for path in cdc_raw.glob("CommitLog-*.idx"):
+        try:
+            name = parse_index_name(path.name)
+        except SegmentFormatError:
+            continue
+        if name.segment_id in present or path.with_name(name.segment_file).exists():
+            continue  # its segment is there (or appeared after the listing)
+        try:
+            index = read_cdc_index(path)
+        except SegmentFormatError:
+            index = None
+        orphans.append(OrphanIndex(path, name, index))
+    orphans.sort(key=lambda o: o.name.segment_id)
+    return orphans

@@ -15,6 +15,10 @@ class OffsetStoreError(AgentError):
     """The offsets file is unreadable, or an offset would move backwards."""
 
 
+class LedgerError(AgentError):
+    """The cdc_raw ledger (what the agent saw of cdc_raw, see agents.segment_ledger) is unreadable."""
+
+
 class AccessError(AgentError):
     """Kafka or Cassandra refuses the agent for a reason only its config can fix: wrong password or unknown
     user, an untrusted or expired certificate, TLS on one side only, a key file that does not load. The

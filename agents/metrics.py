@@ -44,6 +44,22 @@ class AgentMetrics:
             "COMPLETED segments deleted or archived after full acknowledgement",
             registry=r,
         )
+        self.lost_segments = Counter(
+            "cdc_agent_lost_segments",
+            "segments holding CDC data that Cassandra deleted from cdc_raw before the agent read them to "
+            "their end (cdc_block_writes: false and cdc_raw full)",
+            registry=r,
+        )
+        self.segment_gaps = Counter(
+            "cdc_agent_segment_gaps",
+            "gaps found in cdc_raw (segments lost or unaccounted for), each published to <raw_topic>.gaps",
+            registry=r,
+        )
+        self.unacknowledged_gaps = Gauge(
+            "cdc_agent_unacknowledged_gaps",
+            "gaps not yet acknowledged (POST /gaps/acknowledge); /health says degraded while above 0",
+            registry=r,
+        )
         self.schema_reloads = Counter("cdc_agent_schema_reloads", "schema reloads from Cassandra", registry=r)
         self.cdc_raw_bytes = Gauge("cdc_agent_cdc_raw_bytes", "bytes of segments in cdc_raw", registry=r)
         self.cdc_total_space_bytes = Gauge(
@@ -99,7 +115,8 @@ class AgentMetrics:
         if level > self._pressure_level:
             log.log(
                 logging.ERROR if level >= PRESSURE_LEVELS[-1] else logging.WARNING,
-                "cdc_raw is %.0f%% full (%d of %d bytes): Cassandra rejects writes to CDC tables at 100%%",
+                "cdc_raw is %.0f%% full (%d of %d bytes): at 100%% Cassandra rejects writes to CDC tables "
+                "(cdc_block_writes: true) or deletes the oldest segments, read or not (false)",
                 ratio * 100, cdc_raw_bytes, total_space,
             )  # fmt: skip
         elif level < self._pressure_level:

@@ -6,6 +6,11 @@ saves per-segment offsets once Kafka acknowledged everything before them, and re
 archives) a segment only when it is COMPLETED, read to its end and fully acknowledged. Unreadable data
 is quarantined with a report and reading goes on.
 
+Segments Cassandra deleted before they were read (`cdc_block_writes: false` and a full cdc_raw) are found
+by comparing each listing with what the agent saw before (agents.gap_detector, the ledger survives
+restarts): each gap is logged, counted, published to `<raw_topic>.gaps` and keeps /health "degraded" until
+an operator acknowledges it (POST /gaps/acknowledge). The agent goes on with the segments that are left.
+
 At start, a Cassandra or Kafka that refuses the agent for a reason the config must fix (credentials, TLS,
 key files) ends it with AccessError naming the key (`cdc agent` prints it and exits non-zero) before any
 segment is read: after the fix a restart goes on from the saved offsets.
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -26,21 +32,24 @@ from pathlib import Path
 from typing import Any
 
 from agents.ack_tracker import AckTracker
-from agents.cdc_raw import CdcSegment, list_cdc_segments
+from agents.cdc_raw import CdcSegment, list_cdc_segments, list_orphan_indexes
 from agents.commitlog.errors import CommitLogError, MutationDecodeError
 from agents.commitlog.log_reader import SegmentDecoder, StopBeforeEntry
 from agents.errors import ACCESS_REFUSALS_BEFORE_EXIT, AccessError
+from agents.gap_detector import GapDetector
 from agents.health_server import HealthServer
 from agents.metrics import AgentMetrics
 from agents.offset_store import OffsetStore
 from agents.publisher import RawPublisher
 from agents.quarantine import Problem, Quarantine
 from agents.schema_source import MissAction, SchemaSource
+from agents.segment_gaps import Finding, gap_record, gap_topic, set_first_event
+from agents.segment_ledger import EventMark, SegmentLedger
 from agents.stop_signal import wait_or_stop
 from cassandra_model.digest import update_digest
 from cassandra_model.errors import ModelError
 from runtime.config import AgentConfig, CdcConfig, ConfigError
-from schemas.raw_event import encode_raw_event, encode_raw_key, raw_event_record
+from schemas.raw_event import encode_raw_event, encode_raw_key, raw_event_record, raw_event_write_time
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +71,19 @@ class SegmentProgress:
     quarantined: bool = False
     index_error_logged: bool = False
     seen_problems: set[tuple[int | None, str]] = field(default_factory=set)
+    first_event: EventMark | None = None
+    last_sent: tuple[int, dict[str, Any]] | None = None
+    """Entry end and record of the last event sent; its write time is worked out only when needed."""
+    last_event: EventMark | None = None
+
+    def last_event_mark(self) -> EventMark | None:
+        """The last event read, with its write time (computed once per new last event)."""
+        if self.last_sent is not None and (
+            self.last_event is None or self.last_event.position != self.last_sent[0]
+        ):
+            position, record = self.last_sent
+            self.last_event = EventMark(self.segment_id, position, raw_event_write_time(record))
+        return self.last_event
 
 
 class NodeAgent:
@@ -78,6 +100,11 @@ class NodeAgent:
             config.kafka, max_in_flight_bytes=self.settings.max_in_flight_bytes, metrics=self.metrics
         )
         self.offsets = OffsetStore(self.settings.state_directory / "offsets.json")
+        self.ledger = SegmentLedger.load(
+            self.settings.state_directory / "cdc_raw_ledger.json", offsets=self.offsets.segments()
+        )
+        self.gaps = GapDetector(self.ledger)
+        self._gaps_sending: set[str] = set()
         self.quarantine = Quarantine(
             self.settings.quarantine_directory or self.settings.state_directory / "quarantine"
         )
@@ -102,8 +129,9 @@ class NodeAgent:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.request_stop)
         server = HealthServer(
-            self.settings.metrics_bind, self.settings.metrics_port, self.metrics, self.health
-        )
+            self.settings.metrics_bind, self.settings.metrics_port, self.metrics, self.health,
+            gaps=self.gap_records, acknowledge_gaps=self.acknowledge_gaps,
+        )  # fmt: skip
         self.metrics_port = await server.start()
         log.info("agent for node %s: cdc_raw %s, metrics on http://%s:%d/metrics", self.settings.node,
                  self.settings.cdc_raw_directory, self.settings.metrics_bind, self.metrics_port)  # fmt: skip
@@ -155,6 +183,10 @@ class NodeAgent:
             return
         self._missing_dir_logged = False
         segments = list_cdc_segments(folder)
+        self._note_reading()
+        finding = self.gaps.observe(segments, list_orphan_indexes(folder, segments), now=time.time())
+        if finding is not None:
+            await self._found(finding)
         present = {s.name.segment_id for s in segments}
         for gone in [sid for sid in self.progress if sid not in present]:
             del self.progress[gone]
@@ -179,6 +211,7 @@ class NodeAgent:
                 await self._read(segment, progress)
             self._release_if_done(segment, progress)
         self._save_offsets()
+        await self._publish_gaps()
         self._update_gauges(folder)
         if (
             self._schema_dirty
@@ -250,6 +283,9 @@ class NodeAgent:
                 end = update.position or 0
                 progress.acks.sent(end)
                 progress.sent += 1
+                progress.last_sent = (end, record)
+                if progress.first_event is None:
+                    progress.first_event = EventMark(progress.segment_id, end, raw_event_write_time(record))
                 if progress.sent % YIELD_EVERY == 0:
                     await asyncio.sleep(0)  # decoding a backlog must not starve /health and /metrics
                 await self.publisher.send(
@@ -313,6 +349,9 @@ class NodeAgent:
         sid = progress.segment_id
         self.offsets.advance(sid, progress.acks.committed)
         self.offsets.flush()  # the offset reaches disk before the data leaves cdc_raw
+        self._note_reading()
+        self.gaps.released(sid)
+        self.ledger.flush()  # and the ledger knows its going is no gap
         files = [segment.path, segment.index_path]
         try:
             if self.settings.processed_segments == "archive":
@@ -339,10 +378,75 @@ class NodeAgent:
     def _save_offsets(self, *, force: bool = False) -> None:
         for sid, progress in self.progress.items():
             self.offsets.advance(sid, progress.acks.committed)
+        self._note_reading()
         now = time.monotonic()
         if force or now - self._last_offset_flush >= self.settings.offset_flush_interval_ms / 1000:
             self.offsets.flush()
+            self.ledger.flush()
             self._last_offset_flush = now
+
+    # -- gaps: segments Cassandra deleted before they were read ----------------------------------------
+
+    def _note_reading(self) -> None:
+        """Tell the gap detector how far each segment was read and acknowledged."""
+        for sid, p in self.progress.items():
+            self.gaps.record_reading(sid, read_position=p.read_position, acknowledged_position=p.acks.committed,
+                                     read_to_end=p.reading_done, first_event=p.first_event,
+                                     last_event=p.last_event_mark())  # fmt: skip
+
+    async def _found(self, finding: Finding) -> None:
+        """Log, count and keep a gap (sent at the end of the cycle); ids that are only unaccounted for are
+        no gap when the node blocks CDC writes instead of deleting segments."""
+        if not finding.certain and await asyncio.to_thread(self.schema.cdc_block_writes):
+            log.info("segment ids never seen in %s (%s) held no CDC data: node %s has cdc_block_writes: "
+                     "true, so Cassandra deletes no unread segment", self.settings.cdc_raw_directory,
+                     finding.describe(), self.settings.node)  # fmt: skip
+            return
+        tables = self.schema.captured_tables()
+        record = gap_record(finding, cluster=self.config.cluster, node=self.settings.node,
+                            cdc_raw=str(self.settings.cdc_raw_directory), tables=tables,
+                            detected_at=time.time())  # fmt: skip
+        self.gaps.record(record)
+        self.ledger.flush()  # the gap survives a crash before it reaches Kafka
+        self.metrics.lost_segments.inc(len(finding.lost))
+        self.metrics.segment_gaps.inc()
+        log.error("gap %s in %s of node %s: Cassandra deleted CDC data before the agent read it (%s); "
+                  "%s. Recover with `%s`; acknowledge with POST /gaps/acknowledge",
+                  record["gap_id"], self.settings.cdc_raw_directory, self.settings.node, finding.describe(),
+                  "lost for certain" if finding.certain else "possibly lost (these ids held CDC data or none)",
+                  record["recovery"])  # fmt: skip
+
+    async def _publish_gaps(self) -> None:
+        """Send the gaps Kafka does not have yet to the gap topic, keyed by node (again after a restart)."""
+        topic = gap_topic(self.config.kafka.raw_topic)
+        for gap in self.gaps.unpublished():
+            if gap.gap_id in self._gaps_sending:
+                continue
+            first_after = gap.record["window"]["first_after"]
+            if first_after is not None:
+                set_first_event(gap.record, self.gaps.first_event(first_after["segment_id"]))
+            self._gaps_sending.add(gap.gap_id)
+            value = json.dumps(gap.record).encode()
+            await self.publisher.send(topic, self.settings.node.encode(), value, self._on_gap_ack(gap.gap_id))
+
+    def _on_gap_ack(self, gap_id: str) -> Callable[[], None]:
+        def acked() -> None:
+            self._gaps_sending.discard(gap_id)
+            self.gaps.published(gap_id)
+            log.info("gap %s published to %s", gap_id, gap_topic(self.config.kafka.raw_topic))
+
+        return acked
+
+    def gap_records(self) -> list[dict[str, Any]]:
+        return [g.record for g in self.gaps.unacknowledged]
+
+    def acknowledge_gaps(self) -> list[str]:
+        ids = self.gaps.acknowledge()
+        self.ledger.flush()
+        self.metrics.unacknowledged_gaps.set(0)
+        if ids:
+            log.warning("gaps acknowledged: %s", ", ".join(ids))
+        return ids
 
     async def _refresh_schema(self) -> None:
         self._schema_dirty = False
@@ -370,15 +474,21 @@ class NodeAgent:
         self.metrics.lag_bytes.set(lag)
         self.metrics.oldest_unprocessed_age.set(max((now - p.created_at for p in waiting), default=0.0))
         self.metrics.segments_pending.set(len(self.progress))
+        self.metrics.unacknowledged_gaps.set(len(self.gaps.unacknowledged))
         self.metrics.update_rate()
 
     def health(self) -> dict[str, Any]:
         stalled_after = max(10.0, 20 * self.settings.poll_interval_ms / 1000)
         age = time.monotonic() - self.last_cycle
+        gaps = self.gaps.unacknowledged
         status = "starting" if not self.started else ("ok" if age < stalled_after else "stalled")
+        if status == "ok" and gaps:
+            status = "degraded"
         return {
             "status": status,
             "node": self.settings.node,
+            "gaps_unacknowledged": len(gaps),
+            "last_gap": gaps[-1].gap_id if gaps else None,
             "kafka_connected": self.publisher.connected,
             "schema_tables": len(self.schema.catalog),
             "segments_pending": len(self.progress),

@@ -8,9 +8,9 @@ is replaced atomically (write, fsync, rename, fsync the folder), and offsets nev
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from agents.durable_file import write_durably
 from agents.errors import OffsetStoreError
 
 _FORMAT = 1
@@ -67,20 +67,9 @@ class OffsetStore:
         """Write the offsets if they changed; True if a write happened."""
         if not self._dirty:
             return False
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
         payload = json.dumps(
             {"format": _FORMAT, "segments": {str(k): v for k, v in sorted(self._offsets.items())}}
         )
-        with tmp.open("w") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        folder = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+        write_durably(self.path, payload)
         self._dirty = False
         return True

@@ -38,6 +38,7 @@ from aiokafka.errors import (
 
 from agents.errors import ACCESS_REFUSALS_BEFORE_EXIT, AccessError
 from agents.metrics import AgentMetrics
+from agents.segment_gaps import gap_topic
 from agents.stop_signal import wait_or_stop
 from runtime.config import KafkaConfig
 from runtime.kafka_clients import KafkaAccessError, diagnose_kafka, make_producer, start_kafka_client
@@ -187,6 +188,7 @@ class RawPublisher:
             [
                 TopicSpec(raw, self.config.raw_partitions, self.config.replication_factor),
                 TopicSpec(schema_topic, 1, self.config.replication_factor, {"cleanup.policy": "compact"}),
+                TopicSpec(gap_topic(raw), 1, self.config.replication_factor),
             ],
         )
         if partitions.get(raw) and partitions[raw] != self.config.raw_partitions:

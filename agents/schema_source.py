@@ -151,6 +151,30 @@ class SchemaSource:
             return False
         return not self.config.keyspaces or table.keyspace in self.config.keyspaces
 
+    def captured_tables(self) -> list[str]:
+        """`keyspace.table` of every captured table that exists now (not dropped), sorted."""
+        return sorted(
+            {
+                f"{t.keyspace}.{t.table}"
+                for t in self.catalog.tables()
+                if self.captured(t) and t.table_id not in self._dropped
+            }
+        )
+
+    def cdc_block_writes(self) -> bool | None:
+        """The node's current `cdc_block_writes` (from `system_views.settings`); None when unknown."""
+        try:
+            row = (
+                self._connect()
+                .execute("SELECT value FROM system_views.settings WHERE name = 'cdc_block_writes'", timeout=5)
+                .one()
+            )
+        except Exception as exc:  # driver errors of every kind: the answer is unknown
+            log.warning("cannot read cdc_block_writes from system_views.settings: %s",
+                        scrub(str(exc), (self.config.password, self.config.tls.key_password)))  # fmt: skip
+            return None
+        return None if row is None or row.value is None else str(row.value).strip().lower() == "true"
+
     def pending_events(self) -> list[SchemaEvent]:
         """Schema events for captured tables that are new, changed or dropped since the last call."""
         events = []

@@ -1,16 +1,36 @@
-"""One batch of raw events: restore what is new, merge, then commit state, clean events and offsets at once.
+"""One batch of raw events: each raw partition merged in turn, and committed on its own as soon as it is.
 
-The raw consumer hands each batch here; its offsets are committed only in the batch's Kafka
-transaction, so the group's position never runs ahead of what was merged and emitted. Any failure
-stops the worker (fail-stop): nothing of the failed batch is visible, the local stores are untouched,
-and the batch is merged again by whichever worker owns the partitions next.
+The raw consumer hands each batch here. Per raw partition the batch is one state transaction and one
+Kafka transaction (the partition's own transactional id, see app/partition_producers.py) holding that
+partition's state changelog, its change events and dead letters, and its consumed offset. A
+partition's transaction is sent and committed as soon as the partition is merged, while the next one is
+merged (the merge makes way for it every YIELD_EVERY records): the round trips of a dozen transactions
+hide behind the CPU of the merge. So the group's position on a partition never runs ahead of what was
+merged and emitted, and a worker that lost the partition cannot commit on it any more.
 
-Change records wait in memory for the commit, except that once SEND_EARLY_RECORDS of them are held they
-are sent into the batch's transaction, begun early for that. A partition deletion or a static write in
+Taking a partition over (app/partition_takeover.py: at assignment, and again after any failed transaction)
+registers its transactional id first, which fences the previous owner and finishes its last transaction,
+then restores the store from the changelog and reads where the group resumes the partition; records below
+that offset are never merged again. A commit whose outcome is unknown (``TransactionInDoubt``: a timeout, a
+connection cut after the commit request left) is settled that way: the changelog then holds its records or
+not, and the group's offset says whether its raw records were consumed. Nothing is emitted twice and
+nothing is lost. While Kafka is away this is retried for RETRY_FOR_S; a fence stops the worker (fail-stop).
+
+Change records wait in memory for the commit, except that once SEND_EARLY_RECORDS of a partition's are
+held they are sent into its transaction, begun early for that. A partition deletion or a static write in
 a wide partition emits one change per row, and they stream out that way; they still become visible only
 at the commit, with everything else.
 
+A raw record that cannot be merged goes to the dead-letter topic (key and value as read, headers naming the
+reason and the raw topic, partition and offset): no schema for its table, a column its schema does not
+have (after waiting for a newer schema, see app/event_columns.py), or a merge that fails (a value,
+clustering or counter context the state cannot take). A failed merge is undone to the savepoint set before
+the event (StateTransaction.savepoint), so the batch goes on without it.
+
 The expiry timer runs its transactions under the same lock, so a batch and an expiry never interleave.
+With heartbeats on (app/heartbeat.py), a heartbeat due is committed after a batch's transactions, in one of
+its own (the worker's heartbeat producer), and ``beat`` commits one when no batch came. What a transaction
+did is counted in the stats only once it committed.
 """
 
 from __future__ import annotations
@@ -20,7 +40,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Generator, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, TypeVar
@@ -28,30 +48,49 @@ from typing import Any, TypeVar
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from app.change_processor import ChangeProcessor, CleanRecord
-from app.errors import TransactionFailed
+from app.change_processor import ChangeProcessor
+from app.errors import TransactionFailed, TransactionInDoubt
+from app.event_columns import EventColumns, unplaced_columns
+from app.group_offsets import GroupOffsets
+from app.heartbeat import Heartbeat
+from app.partition_batch import DeadLetter, PartitionBatch
+from app.partition_producers import PartitionProducers
 from app.partition_states import PartitionStates
+from app.partition_takeover import InDoubt, PartitionTakeover
 from app.raw_consumer import RawRecord
-from app.transactional_sink import OpenTransaction, TransactionalSink
-from app.worker_stats import WorkerStats
+from app.transactional_sink import Outgoing, TransactionalSink
+from app.worker_stats import BatchTally, TallyMark, WorkerStats
+from cassandra_model.errors import ModelError
 from cassandra_model.table_schema import TableSchema
 from runtime.config import KafkaConfig
 from runtime.kafka_topics import TopicSpec, ensure_topics
+from schemas.change_event import ChangeEventError
 from schemas.raw_event import RawEventError, decode_raw_event, peek_raw_event
 from schemas.schema_topic import TableSchemas
-from state.store.transaction import StateTransaction
+from state.errors import StateError, StoreError
 
 log = logging.getLogger(__name__)
 
-#: how long a raw event waits for its table's schema to arrive before it is dead-lettered
+#: how long a raw event waits for its table's schema (or a newer one, with its columns) to arrive before
+#: it is dead-lettered
 SCHEMA_WAIT_S = 15.0
 #: how long a batch is retried while Kafka does not answer, before the worker stops
 RETRY_FOR_S = 180.0
 #: digests older than the horizon are forgotten this often
 DIGEST_EXPIRY_EVERY_S = 60.0
-#: change records held before they are sent on in the batch's open transaction (a wide partition's
-#: changes stream out this way rather than waiting, all of them, for the commit)
+#: change records of a partition held before they are sent on in its open transaction (a wide
+#: partition's changes stream out this way rather than waiting, all of them, for the commit)
 SEND_EARLY_RECORDS = 10_000
+#: records merged between two chances for the other tasks (the commits of the partitions merged before,
+#: the consumer's fetches) to go on
+YIELD_EVERY = 250
+#: what a merge raises for an event it cannot take: the state core (a counter context among them), the
+#: model (a clustering or value that does not fit its type), the change codec (an image that does not
+#: encode); a StoreError is the store's fault, not the event's
+MERGE_ERRORS = (StateError, ModelError, ChangeEventError)
+#: dead-letter record headers
+REASON_HEADER, KIND_HEADER = "cdc.reason", "cdc.reason.kind"
+TOPIC_HEADER, PARTITION_HEADER, OFFSET_HEADER = "cdc.raw.topic", "cdc.raw.partition", "cdc.raw.offset"
 
 T = TypeVar("T")
 
@@ -70,8 +109,10 @@ async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:
 
 @dataclass(slots=True, frozen=True)
 class _NeedsSchema:
-    """A decoded raw event whose table schema is not known (or not prepared for the codec) yet."""
+    """A decoded raw event whose table schema is not known, not prepared for the codec, or too old for
+    the columns the event writes."""
 
+    record: RawRecord
     table_id: uuid.UUID
     event: dict[str, Any]
 
@@ -82,6 +123,11 @@ class _Ready:
 
     event: dict[str, Any]
     schema: TableSchema
+
+
+class _MergeAgain(Exception):
+    """A raw event's merge failed after some of its changes were sent early (they cannot be taken back):
+    its partition's share of the batch is merged again from the start, the event dead-lettered."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -103,36 +149,57 @@ class BatchLoop:
         partitions: PartitionStates,
         schemas: TableSchemas,
         processor: ChangeProcessor,
-        sink: TransactionalSink,
+        producers: PartitionProducers,
+        group_offsets: GroupOffsets,
         stats: WorkerStats,
         digest_horizon_s: int,
+        heartbeat: Heartbeat | None = None,
+        heartbeat_sink: TransactionalSink | None = None,
+        reposition: Callable[[int, int], None] | None = None,
     ) -> None:
+        """``reposition(partition, offset)`` moves the raw consumer (None: nothing to move, in tests)."""
         self.kafka = kafka
         self.topics = topics
         self.partitions = partitions
         self.schemas = schemas
         self.processor = processor
-        self.sink = sink
+        self.producers = producers
+        self.takeover = PartitionTakeover(topics.raw, partitions, producers, group_offsets, reposition)
         self.stats = stats
         self.digest_horizon_ms = digest_horizon_s * 1000
+        self.heartbeat = heartbeat
+        self.heartbeat_sink = heartbeat_sink
+        self.lag = stats.lag
         self.lock = asyncio.Lock()
         self._clean_topics: set[str] = set()
-        self._prepared: dict[uuid.UUID, TableSchema] = {}
+        #: per table, the schema version the codec is prepared for, and its columns
+        self._prepared: dict[uuid.UUID, EventColumns] = {}
         self._table_ids: dict[str, uuid.UUID] = {}
         self._last_digest_expiry = 0.0
-        #: the batch's Kafka transaction, once records were sent before its commit
-        self._open: OpenTransaction | None = None
+        #: raw records to dead-letter without merging them again: (partition, offset) -> reason
+        self._poison: dict[tuple[int, int], str] = {}
+        self._heartbeat_broken = False
         self.failed: BaseException | None = None
 
-    async def restart_sink(self) -> None:
-        """A new transactional producer, between batches (never under a transaction in flight)."""
-        async with self.lock:
-            await self.sink.restart()
+    # -- the partitions this worker owns
 
     async def restore_assigned(self) -> None:
-        """Restore every assigned partition not restored yet (between batches)."""
+        """Take over every assigned partition not taken over yet (between batches)."""
         async with self.lock:
-            await self.partitions.restore(self.partitions.unrestored(self.partitions.assigned))
+            await self._acquire(self.takeover.pending(self.partitions.assigned))
+
+    async def release(self, partitions: set[int]) -> None:
+        """Partitions revoked (a batch in flight commits first): close their stores, stop their producers."""
+        async with self.lock:
+            await self.takeover.release(partitions)
+            for key in [k for k in self._poison if k[0] in partitions]:
+                del self._poison[key]
+
+    async def _acquire(self, partitions: set[int]) -> None:
+        """Take ``partitions`` over (app/partition_takeover.py), counting the transactions in doubt on
+        them that turn out to have committed."""
+        for tally, offsets in await self.takeover.acquire(partitions):
+            self._counted(tally, offsets)
 
     # -- batches of raw events
 
@@ -140,9 +207,9 @@ class BatchLoop:
         """Merge and commit one batch; return how many records were this worker's to process.
 
         ``current`` says whether the batch still belongs to this worker's assignment (no rebalance since
-        it was fetched); it is asked under the lock, which a rebalance also takes. A transaction that
-        fails because Kafka is away is retried from scratch (the stores were rolled back) with a new
-        producer, for up to RETRY_FOR_S; then, or when fenced, the error goes up."""
+        it was fetched); it is asked under the lock, which a rebalance also takes. A partition whose
+        transaction failed because Kafka is away is taken over again and its records merged again, from
+        where the group resumes it, for up to RETRY_FOR_S; then, or when fenced, the error goes up."""
         waited, attempt = 0.0, 0
         while True:
             try:
@@ -155,10 +222,6 @@ class BatchLoop:
                 log.warning("batch not committed (%s); retrying in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
                 waited += delay
-                try:
-                    await self.restart_sink()
-                except (KafkaError, OSError) as restart_error:
-                    log.warning("cannot restart the transactional producer yet: %r", restart_error)
 
     async def _process_once(self, records: Sequence[RawRecord], current: Callable[[], bool]) -> int:
         async with self.lock:
@@ -169,103 +232,194 @@ class BatchLoop:
                 return 0
             started = time.perf_counter()
             assigned = self.partitions.assigned
-            mine = [r for r in records if r.partition in assigned]
-            log.debug("batch of %d records, %d of assigned partitions", len(records), len(mine))
+            by_partition: dict[int, list[RawRecord]] = {}
+            for record in records:
+                if record.partition in assigned:
+                    by_partition.setdefault(record.partition, []).append(record)
+            mine = sum(len(rs) for rs in by_partition.values())
+            log.debug("batch of %d records, %d of assigned partitions", len(records), mine)
             if not mine:
                 return 0
-            await self.partitions.restore(self.partitions.unrestored({r.partition for r in mine}))
+            await self._acquire(self.takeover.pending(set(by_partition)))
             now_ms = int(time.time() * 1000)
-            txns: dict[int, StateTransaction] = {}
-            out: list[CleanRecord] = []
-            dead: list[tuple[RawRecord, str]] = []
-            last: dict[int, int] = {}
             schemas = self._schemas_by_id()
+            commits: list[asyncio.Task[None]] = []
             try:
-                for record in mine:
-                    txn = txns.get(record.partition)
-                    if txn is None:
-                        txn = txns[record.partition] = self.partitions.store(record.partition).transaction()
-                        # what expired by now goes out before any event is merged on top of it
-                        await self._drive(self.processor.expire(txn, schemas, now_ms, out), out)
-                    last[record.partition] = record.offset  # a partition's records come in offset order
-                    problem = self._decode(txn, record)
-                    if isinstance(problem, _NeedsSchema):
-                        problem = await self._schema_for(problem)
-                    if isinstance(problem, _Ready):
-                        await self._drive(
-                            self.processor.process(txn, problem.event, problem.schema, now_ms, out), out
-                        )
-                    elif problem is not None:
-                        dead.append((record, problem))
+                for partition, recs in by_partition.items():
+                    recs = self.takeover.in_line(partition, recs)
+                    if recs:
+                        w = await self._merge_partition(partition, recs, now_ms, schemas)
+                        # its transaction goes out while the next partition merges
+                        commits.append(asyncio.ensure_future(self._commit_partition(w)))
+                        await asyncio.sleep(0)
             except BaseException:
-                for txn in txns.values():
-                    txn.rollback()
-                await self._abort_open()
+                # the partitions merged so far commit all the same: each one's share is whole
+                await _uncancellable(self._finish(commits, settle_only=True))
                 raise
-            offsets = {TopicPartition(self.topics.raw, p): offset + 1 for p, offset in last.items()}
             # once begun, a commit runs to its end even if the task is cancelled meanwhile: the local
             # stores must follow what Kafka committed, or the next batch would merge on stale state
-            await _uncancellable(self._commit_or_rollback(txns, out, dead, offsets))
+            await _uncancellable(self._finish(commits))
             self.stats.batches.observe(time.perf_counter() - started)
-            return len(mine)
+            return mine
 
-    def _decode(self, txn: StateTransaction, record: RawRecord) -> _Ready | _NeedsSchema | str | None:
-        """What to do with one record: merge it, wait for its table's schema first (the only part that
-        awaits), dead-letter it (why), or nothing (a copy already merged)."""
+    async def _merge_partition(
+        self, partition: int, records: list[RawRecord], now_ms: int, schemas: dict[uuid.UUID, TableSchema]
+    ) -> PartitionBatch:
+        """One partition's records merged in one state transaction, after the expiries due by ``now``."""
+        while True:
+            w = PartitionBatch(partition, self.partitions.store(partition).transaction())
+            try:
+                # what expired by now goes out before any event is merged on top of it
+                await self._drive(self.processor.expire(w.txn, schemas, now_ms, w.out, tally=w.tally), w)
+                await self._merge_records(w, records, now_ms)
+                w.next_offset = records[-1].offset + 1
+                return w
+            except _MergeAgain:
+                await w.abandon()  # and once more, with the event that failed dead-lettered at once
+            except BaseException:
+                await w.abandon()
+                raise
+
+    async def _merge_records(self, w: PartitionBatch, records: list[RawRecord], now_ms: int) -> None:
+        """The records of one partition, in offset order: the hot loop of the worker (two thirds of the
+        records are replica copies, dropped in ``_decode`` after a digest lookup)."""
+        poison, partition = self._poison, w.partition
+        for i, record in enumerate(records, 1):
+            if i % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # the transactions of the partitions merged before go on
+            if poison and (reason := poison.get((partition, record.offset))) is not None:
+                decided: _Ready | _NeedsSchema | DeadLetter | None = DeadLetter(record, "merge_error", reason)
+            else:
+                decided = self._decode(w, record)
+            if decided is None:
+                continue
+            if type(decided) is _NeedsSchema:
+                decided = await self._schema_for(decided)
+            if type(decided) is _Ready:
+                txn, tally = w.txn, w.tally
+                txn.savepoint()
+                mark, held, sent = tally.mark(), len(w.out), w.sent
+                try:
+                    await self._drive(
+                        self.processor.process(txn, decided.event, decided.schema, now_ms, w.out, tally), w
+                    )
+                    continue
+                except MERGE_ERRORS as exc:
+                    if isinstance(exc, StoreError):
+                        raise
+                    decided = self._undo_event(w, record, decided.schema, exc, mark, held, sent)
+            assert isinstance(decided, DeadLetter)
+            w.dead.append(decided)
+            w.tally.dead_letters.append(decided.kind)
+
+    def _undo_event(
+        self,
+        w: PartitionBatch,
+        record: RawRecord,
+        schema: TableSchema,
+        exc: Exception,
+        mark: TallyMark,
+        held: int,
+        sent: int,
+    ) -> DeadLetter:
+        """An event whose merge failed: what it wrote and counted is undone, and it goes to the dead
+        letters. When some of its changes were sent early already (they cannot be taken back), the
+        partition's share is merged again instead, this event dead-lettered at once (``_MergeAgain``)."""
+        reason = (
+            f"the merge of raw record {self.topics.raw}[{w.partition}]@{record.offset} into table "
+            f"{schema.keyspace}.{schema.table} failed: {type(exc).__name__}: {exc}"
+        )
+        if w.sent != sent:
+            self._poison[(w.partition, record.offset)] = reason
+            raise _MergeAgain(reason) from exc
+        w.txn.rollback_to_savepoint()
+        del w.out[held:]
+        w.tally.rewind(mark)
+        return DeadLetter(record, "merge_error", reason)
+
+    def _decode(self, w: PartitionBatch, record: RawRecord) -> _Ready | _NeedsSchema | DeadLetter | None:
+        """What to do with one record: merge it, wait for a schema first (the only part that awaits),
+        dead-letter it, or nothing (a copy already merged)."""
         if record.value is None:
-            return "raw record without a value"
+            return DeadLetter(record, "undecodable", "raw record without a value")
         try:
-            if self.processor.drop_duplicate(txn, peek_raw_event(record.value)):
+            if self.processor.drop_duplicate(w.txn, peek_raw_event(record.value), w.tally):
                 return None
             event = decode_raw_event(record.value)
         except RawEventError as exc:
-            return str(exc)
+            return DeadLetter(record, "undecodable", str(exc))
         table_id = self._table_ids.get(event["table_id"])
         if table_id is None:
             table_id = self._table_ids[event["table_id"]] = uuid.UUID(event["table_id"])
         schema = self.schemas.get(table_id)
-        if schema is None or schema is not self._prepared.get(table_id):
-            return _NeedsSchema(table_id, event)
+        prepared = self._prepared.get(table_id)
+        if schema is None or prepared is None or schema is not prepared.schema or prepared.unplaced(event):
+            return _NeedsSchema(record, table_id, event)
         return _Ready(event, schema)
 
-    async def _schema_for(self, pending: _NeedsSchema) -> _Ready | str:
-        """Wait for the schema of an event's table (and prepare the codec for it)."""
+    async def _schema_for(self, pending: _NeedsSchema) -> _Ready | DeadLetter:
+        """Wait for a schema of the event's table that has every column the event writes (and prepare
+        the codec for it); a dead letter naming the table (and the columns) when none comes in time."""
         table_id, event = pending.table_id, pending.event
-        schema = self.schemas.get(table_id) or await self.schemas.wait_for(table_id, SCHEMA_WAIT_S)
-        if schema is None:
-            self.stats.unknown_table_events.inc()
-            return (
-                f"no schema for table {event['keyspace']}.{event['table']} ({table_id}) on the schema topic "
-                f"{self.schemas.topic} after {SCHEMA_WAIT_S:.0f} s"
+        schema = self.schemas.get(table_id)
+        if schema is None or unplaced_columns(event, schema):
+            schema = await self.schemas.wait_for(
+                table_id, SCHEMA_WAIT_S, lambda found: not unplaced_columns(event, found)
             )
-        if schema is not self._prepared.get(table_id):
+        if schema is None:
+            return self._no_schema(pending)
+        prepared = self._prepared.get(table_id)
+        if prepared is None or prepared.schema is not schema:
             await self.processor.codec.prepare(schema)  # registry calls happen here, off the event loop
-            self._prepared[table_id] = schema
+            self._prepared[table_id] = EventColumns(schema)
         return _Ready(event, schema)
 
-    async def _drive(self, steps: Generator[None, None, T], out: list[CleanRecord]) -> T:
-        """Run a processor step to its end, sending ``out`` on whenever it holds SEND_EARLY_RECORDS."""
+    def _no_schema(self, pending: _NeedsSchema) -> DeadLetter:
+        """Why an event waited for its schema in vain: no schema of its table at all, or none with the
+        columns it writes."""
+        event, table_id = pending.event, pending.table_id
+        name = f"{event['keyspace']}.{event['table']} ({table_id})"
+        known = self.schemas.get(table_id)
+        if known is None:
+            return DeadLetter(
+                pending.record,
+                "unknown_table",
+                f"no schema for table {name} on the schema topic {self.schemas.topic} after {SCHEMA_WAIT_S:.0f} s",
+            )
+        return DeadLetter(
+            pending.record,
+            "unknown_column",
+            f"the raw event writes column(s) {', '.join(unplaced_columns(event, known))} that the newest schema "
+            f"of table {name} on the schema topic {self.schemas.topic} does not have, after {SCHEMA_WAIT_S:.0f} s "
+            "of waiting for one that has them (a column added by ALTER TABLE ... ADD whose schema never came)",
+        )
+
+    async def _drive(self, steps: Generator[None, None, T], w: PartitionBatch) -> T:
+        """Run a processor step to its end, sending ``w.out`` on whenever it holds SEND_EARLY_RECORDS."""
         while True:
             try:
                 next(steps)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-            if len(out) >= SEND_EARLY_RECORDS:
-                await self._send_early(out)
+            if len(w.out) >= SEND_EARLY_RECORDS:
+                await self._send_early(w)
 
-    async def _send_early(self, out: list[CleanRecord]) -> None:
-        """Send the change records so far in the batch's transaction (begun here if need be)."""
-        await self._ensure_clean_topics({r.topic for r in out})
-        if self._open is None:
-            self._open = await self.sink.begin()
-        await self._open.send_all((clean.topic, clean.key, clean.value, None) for clean in out)
-        self.stats.sent_early.inc(len(out))
-        out.clear()
-
-    async def _abort_open(self) -> None:
-        tx, self._open = self._open, None
-        if tx is not None:
-            await tx.abort()
+    async def _send_early(self, w: PartitionBatch) -> None:
+        """Send the partition's change records so far in its transaction (begun here if need be)."""
+        await self._ensure_clean_topics({r.topic for r in w.out})
+        try:
+            if w.tx is None:
+                w.tx = await self.producers.sink(w.partition).begin()
+            await w.tx.send_all((clean.topic, clean.key, clean.value, None, ()) for clean in w.out)
+        except (TransactionFailed, KafkaError, OSError):
+            self.stats.transactions_failed.inc()
+            w.tx = None  # aborted by the failed send; the partition is taken over again
+            await w.abandon()
+            await self.takeover.forget(w.partition)
+            raise
+        self.stats.sent_early.inc(len(w.out))
+        w.sent += len(w.out)
+        w.out.clear()
 
     def _schemas_by_id(self) -> dict[uuid.UUID, TableSchema]:
         return {s.table_id: s for s in self.schemas.tables()}
@@ -273,105 +427,189 @@ class BatchLoop:
     # -- the passing of time
 
     async def expire(self) -> int:
-        """Emit what expired since the last look, and forget old digests, in one transaction."""
+        """Emit what expired since the last look, and forget old digests; one transaction per partition
+        with something to commit."""
         async with self.lock:
+            await self._acquire(self.takeover.pending(self.partitions.assigned))
             stores = self.partitions.ready
             if not stores:
                 return 0
             now_ms = int(time.time() * 1000)
             forget = time.monotonic() - self._last_digest_expiry >= DIGEST_EXPIRY_EVERY_S
-            txns: dict[int, StateTransaction] = {}
-            out: list[CleanRecord] = []
+            work: list[PartitionBatch] = []
             looked = 0
             schemas = self._schemas_by_id()
             try:
                 for partition, store in stores.items():
-                    txn = txns[partition] = store.transaction()
-                    looked += await self._drive(self.processor.expire(txn, schemas, now_ms, out), out)
+                    w = PartitionBatch(partition, store.transaction())
+                    work.append(w)
+                    looked += await self._drive(
+                        self.processor.expire(w.txn, schemas, now_ms, w.out, tally=w.tally), w
+                    )
                     if forget:
-                        self.stats.digests_expired.inc(
-                            txn.expire_digests(now_ms - self.digest_horizon_ms, 100_000)
+                        w.tally.digests_expired += w.txn.expire_digests(
+                            now_ms - self.digest_horizon_ms, 100_000
                         )
             except BaseException:
-                for txn in txns.values():
-                    txn.rollback()
-                await self._abort_open()
+                for w in work:
+                    await w.abandon()
                 raise
-            if self._open is not None or out or any(txn.changelog() for txn in txns.values()):
-                await _uncancellable(self._commit_or_rollback(txns, out, [], {}))
-            else:
-                for txn in txns.values():
-                    txn.rollback()
+            changed: list[PartitionBatch] = []
+            for w in work:
+                if w.tx is not None or w.out or w.txn.changelog():
+                    changed.append(w)
+                else:
+                    w.txn.rollback()
+            if changed:
+                commits = [asyncio.ensure_future(self._commit_partition(w)) for w in changed]
+                await _uncancellable(self._finish(commits))
             if forget:
                 self._last_digest_expiry = time.monotonic()
             return looked
 
     # -- committing
 
-    async def _commit_or_rollback(
-        self,
-        txns: dict[int, StateTransaction],
-        out: list[CleanRecord],
-        dead: list[tuple[RawRecord, str]],
-        offsets: dict[TopicPartition, int],
-    ) -> None:
-        try:
-            await self._commit(txns, out, dead, offsets)
-        except BaseException:
-            for txn in txns.values():
-                if txn.is_open:
-                    txn.rollback()
-            await self._abort_open()
-            raise
+    async def _finish(self, commits: list[asyncio.Task[None]], *, settle_only: bool = False) -> None:
+        """Wait for the partitions' commits (each handled its own outcome); then, unless ``settle_only``,
+        the heartbeat if one is due, and the first error (a fatal one first)."""
+        if commits:
+            await asyncio.wait(commits)
+        errors = [e for c in commits if (e := c.exception()) is not None]
+        if settle_only:
+            for error in errors:
+                log.warning("a partition's transaction failed while the batch stopped: %r", error)
+            return
+        if not errors:
+            await self._beat_if_due()
+            return
+        raise next((e for e in errors if getattr(e, "fatal", False)), errors[0])
 
-    async def _commit(
-        self,
-        txns: dict[int, StateTransaction],
-        out: list[CleanRecord],
-        dead: list[tuple[RawRecord, str]],
-        offsets: dict[TopicPartition, int],
-    ) -> None:
-        await self._ensure_clean_topics({r.topic for r in out})
-        tx, self._open = self._open, None
-        if tx is None:
-            tx = await self.sink.begin()
+    def _counted(self, tally: BatchTally, offsets: dict[int, int]) -> None:
+        """What committed transactions did, into the stats and the lag figures."""
+        self.stats.add(tally)
+        committed_at = time.time()
+        self.stats.last_commit_time.set(committed_at)
+        self.lag.on_commit(offsets, tally.newest_write_us, int(committed_at * 1000))
+
+    async def _commit_partition(self, w: PartitionBatch) -> None:
+        """One partition's share in its own transaction; the store follows what Kafka did with it. A
+        failure leaves the store untouched and the partition to be taken over again (unless fenced)."""
+        partition = w.partition
+        offsets = {} if w.next_offset is None else {TopicPartition(self.topics.raw, partition): w.next_offset}
+        tx, w.tx = w.tx, None
         try:
-            for record, reason in dead:
+            await self._ensure_clean_topics({r.topic for r in w.out})
+            if tx is None:
+                tx = await self.producers.sink(partition).begin()
+            for dead in w.dead:
                 log.error(
                     "raw record %s[%d]@%d dead-lettered to %s: %s",
-                    self.topics.raw, record.partition, record.offset, self.topics.dead_letter, reason,
+                    self.topics.raw, partition, dead.record.offset, self.topics.dead_letter, dead.reason,
                 )  # fmt: skip
-            await tx.send_all(
-                chain(
-                    ((clean.topic, clean.key, clean.value, None) for clean in out),
-                    ((self.topics.dead_letter, record.key, record.value, None) for record, _ in dead),
+            await tx.send_all(self._records(w))
+            written = await tx.commit(offsets, self.topics.group_id)
+        except BaseException as exc:
+            if isinstance(exc, TransactionFailed | KafkaError | OSError):
+                self.stats.transactions_failed.inc()
+            if tx is not None and not isinstance(exc, TransactionFailed):  # a TransactionFailed aborted it
+                await tx.abort()
+            w.txn.rollback()
+            if not getattr(exc, "fatal", False):
+                doubt = None
+                if isinstance(exc, TransactionInDoubt) and w.next_offset is not None:
+                    doubt = InDoubt(w.next_offset, w.tally)
+                await self.takeover.forget(partition, doubt)
+            raise
+        store = self.partitions.store(partition)
+        changelog_next = written.get(TopicPartition(self.topics.changelog, partition), store.changelog_offset)
+        consumed = w.next_offset if w.next_offset is not None else self.takeover.position(partition)
+        w.txn.commit(consumed, changelog_next)
+        if w.next_offset is not None:
+            self.takeover.committed(partition, w.next_offset)
+            for key in [k for k in self._poison if k[0] == partition and k[1] < w.next_offset]:
+                del self._poison[key]
+        self._counted(w.tally, {} if w.next_offset is None else {partition: w.next_offset})
+
+    def _records(self, w: PartitionBatch) -> Iterator[Outgoing]:
+        """Everything of a partition's transaction: change events, dead letters, state changelog."""
+        raw = self.topics.raw.encode()
+        return chain(
+            ((clean.topic, clean.key, clean.value, None, ()) for clean in w.out),
+            (
+                (
+                    self.topics.dead_letter,
+                    dead.record.key,
+                    dead.record.value,
+                    None,
                     (
-                        (self.topics.changelog, key, value, partition)
-                        for partition, txn in txns.items()
-                        for key, value in txn.changelog()
+                        (REASON_HEADER, dead.reason.encode()),
+                        (KIND_HEADER, dead.kind.encode()),
+                        (TOPIC_HEADER, raw),
+                        (PARTITION_HEADER, str(w.partition).encode()),
+                        (OFFSET_HEADER, str(dead.record.offset).encode()),
                     ),
                 )
-            )
-            written = await tx.commit(offsets, self.topics.group_id)
-        except TransactionFailed:
+                for dead in w.dead
+            ),
+            ((self.topics.changelog, key, value, w.partition, ()) for key, value in w.txn.changelog()),
+        )
+
+    # -- heartbeats
+
+    def heartbeat_wait_s(self) -> float:
+        """Seconds until a heartbeat is due (heartbeats must be on)."""
+        assert self.heartbeat is not None
+        return self.heartbeat.wait_s(time.monotonic())
+
+    async def beat(self) -> bool:
+        """Commit a heartbeat if one is due (a batch that committed since carried one otherwise); whether
+        it did. Waits for a batch in flight, as expiries do: a worker stuck in a batch writes none."""
+        if self.heartbeat is None:
+            return False
+        async with self.lock:
+            if not self.heartbeat.due(time.monotonic()):
+                return False
+            await _uncancellable(self._commit_heartbeat())
+            return True
+
+    async def _beat_if_due(self) -> None:
+        """After a batch's transactions: the heartbeat, if one is due. Only a fence stops the batch."""
+        if self.heartbeat is None or not self.heartbeat.due(time.monotonic()):
+            return
+        try:
+            await self._commit_heartbeat()
+        except (TransactionFailed, KafkaError, OSError) as exc:
+            if getattr(exc, "fatal", False):
+                raise
+            log.warning("heartbeat not committed (%r); the next one tries again", exc)
+
+    async def _commit_heartbeat(self) -> None:
+        """One transaction holding a heartbeat that describes what is committed now. It carries no state,
+        so a failed one is simply tried again (with a new producer) at the next one."""
+        heartbeat, sink = self.heartbeat, self.heartbeat_sink
+        assert heartbeat is not None and sink is not None, "heartbeats need their producer"
+        made_s = time.monotonic()
+        now_ms = int(time.time() * 1000)
+        record: Outgoing = (
+            heartbeat.topic,
+            heartbeat.key,
+            heartbeat.value(self.lag.figures(now_ms), now_ms),
+            None,
+            (),
+        )
+        try:
+            if self._heartbeat_broken or not sink.started:
+                await sink.restart()
+                self._heartbeat_broken = False
+            tx = await sink.begin()
+            await tx.send_all([record])
+            await tx.commit({}, self.topics.group_id)
+        except (TransactionFailed, KafkaError, OSError) as exc:
             self.stats.transactions_failed.inc()
+            self._heartbeat_broken = not getattr(exc, "fatal", False)
             raise
-        except (KafkaError, OSError, AssertionError) as exc:  # aiokafka asserts on its fatal states
-            await tx.abort()
-            self.stats.transactions_failed.inc()
-            raise TransactionFailed(f"sending the batch failed: {exc!r}") from exc
-        except BaseException:
-            await tx.abort()
-            self.stats.transactions_failed.inc()
-            raise
-        for partition, txn in txns.items():
-            store = self.partitions.store(partition)
-            changelog_next = written.get(
-                TopicPartition(self.topics.changelog, partition), store.changelog_offset
-            )
-            source_next = offsets.get(TopicPartition(self.topics.raw, partition))
-            txn.commit(source_next, changelog_next)
-        self.stats.last_commit_time.set(time.time())
+        heartbeat.committed(made_s)
+        self.stats.heartbeat_committed()
 
     async def _ensure_clean_topics(self, names: set[str]) -> None:
         new = names - self._clean_topics

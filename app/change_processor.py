@@ -6,6 +6,10 @@ generators that yield between chunks of changes, so the changes of a wide partit
 is still being read, instead of all at the commit. One ``now`` per batch keeps images consistent:
 expiries due by ``now`` are emitted before any event of the batch is merged, so a before image is always
 the image consumers last saw.
+
+What each call did (outcomes, changes emitted, the newest write time merged) goes to the ``BatchTally``
+it is given, which the batch loop counts only once the transaction committed; without one, it is counted
+at once.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from app.worker_stats import WorkerStats
+from app.worker_stats import BatchTally, WorkerStats
 from cassandra_model.table_schema import TableSchema
 from schemas.change_codec import ChangeCodec
 from schemas.change_event import ChangeSource, clean_topic_name
@@ -108,24 +112,34 @@ class ChangeProcessor:
         schema: TableSchema,
         now_ms: int,
         out: list[CleanRecord],
+        tally: BatchTally | None = None,
     ) -> Generator[None, None, str]:
         """Merge one raw event that ``drop_duplicate`` let through and append its change records to
         ``out``. Yields whenever ``out`` may be sent on (a wide partition's changes come in chunks), and
         returns the event's outcome (see worker_stats); drive it to the end, or roll ``txn`` back."""
+        counts = BatchTally() if tally is None else tally
         if schema.is_counter and self.refuse_counters:
             outcome = "refused"
         else:
             txn.remember_digest(event["digest"], now_ms)
-            outcome = yield from self._merge(txn, event, schema, now_ms, out)
-        self.stats.record(f"{schema.keyspace}.{schema.table}", outcome)
+            outcome = yield from self._merge(txn, event, schema, now_ms, out, counts)
+        counts.record(f"{schema.keyspace}.{schema.table}", outcome)
+        if tally is None:
+            self.stats.add(counts)
         return outcome
 
-    def drop_duplicate(self, txn: StateTransaction, head: RawEventHead) -> bool:
+    def drop_duplicate(
+        self, txn: StateTransaction, head: RawEventHead, tally: BatchTally | None = None
+    ) -> bool:
         """Whether the update was merged before (a replica's copy, a redelivery); it is then only counted.
         Decided on the event head, so a copy is never decoded."""
         if not txn.seen_digest(head.digest):
             return False
-        self.stats.record(f"{head.keyspace}.{head.table}", "duplicate")
+        table = f"{head.keyspace}.{head.table}"
+        if tally is None:
+            self.stats.record(table, "duplicate")
+        else:
+            tally.record(table, "duplicate")
         return True
 
     def _merge(
@@ -135,12 +149,14 @@ class ChangeProcessor:
         schema: TableSchema,
         now_ms: int,
         out: list[CleanRecord],
+        tally: BatchTally,
     ) -> Generator[None, None, str]:
         snapshot = is_snapshot_source(event["source"])
         prepared = prepare_event(event, layout_for(schema))
         merge = merge_event(txn, schema, prepared, now_ms // 1000, snapshot=snapshot)
         source = event["source"]  # a bootstrap read (snapshot) has no node, segment or offset
         write_time = event_write_time(event)
+        tally.merged_write(write_time)
         emitted = 0
         while True:
             try:
@@ -161,9 +177,11 @@ class ChangeProcessor:
                         segment_id=None if snapshot else source["segment_id"],
                         offset=None if snapshot else source["entry_offset"],
                         snapshot=snapshot,
+                        name=self.topic_prefix,
                     ),
                     now_ms,
                     out,
+                    tally,
                 )
             emitted += len(changes)
             yield
@@ -178,13 +196,14 @@ class ChangeProcessor:
         source: ChangeSource,
         now_ms: int,
         out: list[CleanRecord],
+        tally: BatchTally,
     ) -> None:
         topic = self.topic(schema)
         key, value = self.codec.encode_change(schema, change, source, now_ms)
         out.append(CleanRecord(topic, key, value))
         if change.op == "d":
             out.append(CleanRecord(topic, key, None))  # lets log compaction forget the row
-        self.stats.emitted(f"{schema.keyspace}.{schema.table}", change.op)
+        tally.emitted_change(f"{schema.keyspace}.{schema.table}", change.op)
 
     # -- time
 
@@ -196,12 +215,14 @@ class ChangeProcessor:
         out: list[CleanRecord],
         *,
         limit: int = 10_000,
+        tally: BatchTally | None = None,
     ) -> Generator[None, None, int]:
         """Emit the changes of every TTL that expired by ``now``; yields as ``process`` does, and returns
         how many due entries were looked at.
 
         Everything due by ``now`` is handled before returning (``limit`` only sizes each look), so an
         event merged at ``now`` afterwards starts from the image consumers saw last."""
+        counts = BatchTally() if tally is None else tally
         now_s = now_ms // 1000
         looked = 0
         for _ in range(MAX_EXPIRY_ROUNDS):
@@ -220,10 +241,12 @@ class ChangeProcessor:
                     log.warning("expiry due for table %s whose schema is unknown; kept for later", table_id)
                     continue
                 for first_expiry, changes in expire_partition(txn, schema, partition_key, items, now_s):
-                    self._emit_expired(changes, first_expiry, schema, now_ms, out)
+                    self._emit_expired(changes, first_expiry, schema, now_ms, out, counts)
                     yield
             if unknown == len(by_partition):
                 break
+        if tally is None:
+            self.stats.add(counts)
         return looked
 
     def _emit_expired(
@@ -233,6 +256,7 @@ class ChangeProcessor:
         schema: TableSchema,
         now_ms: int,
         out: list[CleanRecord],
+        tally: BatchTally,
     ) -> None:
         # the image just before the first expiry is the one consumers saw last
         source = ChangeSource(
@@ -244,10 +268,11 @@ class ChangeProcessor:
             segment_id=None,
             offset=None,
             expired=True,
+            name=self.topic_prefix,
         )
         for change in changes:
-            self._emit(change, schema, source, now_ms, out)
-            self.stats.expired_changes.inc()
+            self._emit(change, schema, source, now_ms, out, tally)
+        tally.expired_changes += len(changes)
 
 
 def _change_write_time(change: RowChange, event_time: int) -> int:

@@ -77,6 +77,16 @@ class PartitionStates:
         self.stats.partitions_assigned.set(len(self.assigned))
         self.stats.partitions_ready.set(len(self._stores))
 
+    def reset(self, partitions: set[int]) -> None:
+        """Close the stores of ``partitions`` but keep them assigned: their state may be behind what Kafka
+        committed (a transaction whose outcome is unknown), so they are restored again, caught up from the
+        changelog, before anything reads or writes them."""
+        for partition in partitions:
+            store = self._stores.pop(partition, None)
+            if store is not None:
+                store.close()
+        self.stats.partitions_ready.set(len(self._stores))
+
     def unrestored(self, partitions: set[int]) -> set[int]:
         return {p for p in partitions if p in self.assigned and p not in self._stores}
 

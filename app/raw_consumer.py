@@ -9,7 +9,10 @@ what was merged and emitted.
 
 A rebalance bumps ``generation``; a batch fetched in an earlier generation is dropped unmerged (the
 consumer fetches it again from the committed offsets), so a batch can never be merged on a partition
-this worker lost and got back in between.
+this worker lost and got back in between. aiokafka reads a new partition's committed offset before the
+worker has registered the partition's transactional id (which finishes the previous owner's last
+transaction), so the batch loop reads it again after that and moves the consumer there (``seek``); it
+merges only records that continue exactly where the group resumes each partition.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from itertools import chain
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
+from aiokafka.errors import IllegalStateError
 
 from app.errors import WorkerError
 from runtime.config import KafkaConfig
@@ -120,6 +124,53 @@ class RawConsumer:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             await consumer.stop()
+
+    def highwater(self, partition: int) -> int | None:
+        """The end of a raw partition (the offset after its last record) as the last fetch response for it
+        said; None before one came, or when the partition is not assigned. Asks Kafka nothing (for the lag
+        metric)."""
+        consumer = self._consumer
+        if consumer is None:
+            return None
+        try:
+            return consumer.highwater(TopicPartition(self.topic, partition))  # type: ignore[no-any-return]
+        except AssertionError:  # not assigned (any more): a rebalance is under way
+            return None
+
+    async def committed_offsets(self, partitions: set[int]) -> dict[int, int]:
+        """Where the group resumes each partition: its committed offset, or the partition's first offset
+        when none was committed (``auto_offset_reset`` is earliest). A request per partition, once per
+        assignment: the lag metric counts from there until this worker commits the partition itself."""
+        consumer = self._consumer
+        if consumer is None or not partitions:
+            return {}
+        offsets: dict[int, int] = {}
+        never: list[TopicPartition] = []
+        for partition in sorted(partitions):
+            tp = TopicPartition(self.topic, partition)
+            committed = await consumer.committed(tp)
+            if committed is None:
+                never.append(tp)
+            else:
+                offsets[partition] = committed
+        if never:
+            for tp, first in (await consumer.beginning_offsets(never)).items():
+                offsets[tp.partition] = first
+        return offsets
+
+    def seek(self, partition: int, offset: int) -> None:
+        """Fetch a raw partition from ``offset`` on (where the group resumes it, read after its
+        transactional id was registered: aiokafka reads the committed offsets of new partitions before
+        the worker can register theirs). Records fetched from elsewhere are dropped by the batch loop."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        try:
+            consumer.seek(TopicPartition(self.topic, partition), offset)
+        except IllegalStateError:  # not assigned (any more): a rebalance is under way
+            log.info(
+                "raw partition %s[%d] not moved to %d: not assigned any more", self.topic, partition, offset
+            )
 
     def current(self, batch: RawBatch) -> bool:
         """Whether no rebalance happened since ``batch`` was fetched."""

@@ -1,5 +1,6 @@
 """REST: a row's image by primary key (with per-cell write time and TTL and the partition's tombstones),
-`/stats`, `/health` and Prometheus `/metrics`.
+a paginated scan of a table's rows in one raw partition's state (`/scan`), `/stats`, `/health` and
+Prometheus `/metrics`.
 
 A row request may land on any worker: it is forwarded to the worker that owns the raw-topic partition
 of the row's partition key (the one whose state holds it). With `worker.web_token` set, every request
@@ -10,11 +11,14 @@ from __future__ import annotations
 
 import hmac
 import json
+import struct
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import faust
 from faust.web import Request, Response, View
+from rocksdict import ReadOptions
 from yarl import URL
 
 from app.key_parser import parse_primary_key
@@ -25,12 +29,17 @@ from schemas.change_json import json_value_row
 from schemas.raw_event import encode_raw_key
 from state.cell_merge import Deletion
 from state.row_image import cell_metadata, decode_row, partition_images, row_image
+from state.store.keys import HEADER, ROW, header_key, prefix_end, row_prefix
+from state.store.partition_store import PartitionStore
 from state.table_layout import clustering_key
 
 if TYPE_CHECKING:
     from app.worker import Worker
 
 MAX_ROWS = 1000
+#: partitions one /scan page holds by default, and at most
+SCAN_PAGE_PARTITIONS = 100
+MAX_SCAN_PAGE_PARTITIONS = 1000
 
 
 def _deletion(d: Deletion | None) -> dict[str, int] | None:
@@ -116,6 +125,45 @@ def register_views(app: faust.App, worker: Worker) -> None:
             )
         return self.json(_row_document(worker, schema, partition, partition_key, clustering))
 
+    @app.page("/scan/{keyspace}/{table}")
+    async def scan(self: View, request: Request, keyspace: str, table: str) -> Response:
+        """Every visible row of a table in one raw partition's state, a page of partitions at a time: what
+        the state holds, whatever keys anyone asks for (a phantom row is found only this way)."""
+        if (refused := denied(self, request)) is not None:
+            return refused
+        schema = worker.schemas.by_name(keyspace, table)
+        if schema is None:
+            return self.json({"error": f"table {keyspace}.{table} is not known to the workers"}, status=404)
+        raw_partitions = worker.config.kafka.raw_partitions
+        try:
+            partition = int(request.query["partition"])
+            limit = int(request.query.get("limit", SCAN_PAGE_PARTITIONS))
+            after = bytes.fromhex(request.query["after"]) if "after" in request.query else None
+            if not 0 <= partition < raw_partitions or not 1 <= limit <= MAX_SCAN_PAGE_PARTITIONS:
+                raise ValueError("out of range")
+        except (KeyError, ValueError):
+            return self.json(
+                {
+                    "error": f"give ?partition=N (0..{raw_partitions - 1}), optionally &limit=N "
+                    f"(1..{MAX_SCAN_PAGE_PARTITIONS}) and &after=<next of the previous page>"
+                },
+                status=400,
+            )
+        if partition not in worker.partitions.assigned and "routed" not in request.query:
+            owner = worker.owners.owner(partition)
+            if owner is None:
+                return self.json(
+                    {"error": f"no worker owns raw partition {partition} right now; retry"}, status=503
+                )
+            return await _forward(app, self, request, owner)
+        if partition not in worker.partitions.ready:
+            return self.json(
+                {"error": f"raw partition {partition} is not ready on {worker.settings.worker_id}; retry"},
+                status=503,
+            )
+        page = scan_page(worker.partitions.store(partition), schema, after, limit, int(time.time()))
+        return self.json({"served_by": worker.settings.worker_id, "raw_partition": partition, **page})
+
 
 async def _forward(app: faust.App, view: View, request: Request, owner: str) -> Response:
     """Ask the owning worker (once: the forwarded request is marked, so it never bounces)."""
@@ -123,6 +171,59 @@ async def _forward(app: faust.App, view: View, request: Request, owner: str) -> 
     headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
     async with app.http_client.get(url, headers=headers) as response:
         return view.bytes(await response.read(), content_type=response.content_type, status=response.status)
+
+
+def scan_page(
+    store: PartitionStore, schema: TableSchema, after: bytes | None, limit: int, now_s: int
+) -> dict[str, Any]:
+    """Up to ``limit`` partitions of ``schema`` stored after the partition key ``after`` (None: from the
+    first), with their visible rows (each with per-cell write time and TTL); ``next`` is the ``after`` of
+    the next page, None after the last one."""
+    keys = _stored_partition_keys(store, schema.table_id, after, limit + 1)
+    more = len(keys) > limit
+    keys = keys[:limit]
+    rows = []
+    for partition_key in keys:
+        state = store.read_partition(schema.table_id, partition_key)
+        for image in partition_images(state, schema, now_s)[:MAX_ROWS]:
+            rows.append(
+                {
+                    "values": json_value_row(schema, decode_row(image, schema)),
+                    "cells": cell_metadata(image, now_s),
+                }
+            )
+    return {
+        "keyspace": schema.keyspace,
+        "table": schema.table,
+        "partitions": len(keys),
+        "rows": rows,
+        "next": keys[-1].hex() if more else None,
+    }
+
+
+def _stored_partition_keys(
+    store: PartitionStore, table_id: uuid.UUID, after: bytes | None, limit: int
+) -> list[bytes]:
+    """The first ``limit`` partition keys of a table in the store after ``after``, in stored order.
+
+    A partition is stored as a header (deletion, static row, range tombstones), rows, or both; both kinds
+    of entry order partition keys alike (length first, then bytes), so the two runs merge in that order.
+    The row run skips from one partition to the next instead of reading every row."""
+    found: set[bytes] = set()
+    for kind, first_key in ((HEADER, header_key), (ROW, row_prefix)):
+        prefix = kind + table_id.bytes
+        read = ReadOptions()
+        read.set_iterate_upper_bound(prefix_end(prefix))
+        start = prefix if after is None else prefix_end(first_key(table_id.bytes, after))
+        for _ in range(limit):
+            key = next(iter(store.db.keys(from_key=start, read_opt=read)), None)
+            if key is None:
+                break
+            (length,) = struct.unpack_from(">I", key, len(prefix))
+            partition_key = key[len(prefix) + 4 : len(prefix) + 4 + length]
+            found.add(partition_key)
+            start = prefix_end(first_key(table_id.bytes, partition_key))
+    return sorted(found, key=lambda k: (len(k), k))[:limit]
 
 
 def _row_document(

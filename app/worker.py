@@ -3,12 +3,13 @@
 Faust runs the service: its lifecycle and signals, the timer for expiries, and the web server that
 routes a REST request to the worker owning the key's partition. The raw topic is read by the worker's
 own group-managed consumer in whole batches (see raw_consumer: Faust's per-event stream path cost half
-of a worker's CPU), merged by one task, so at concurrency 1, and each batch is committed in one Kafka
-transaction with its state changelog, clean events and offsets (see batch_loop). Faust's own Kafka
-consumer and producer are not started: nothing of the worker goes through them.
+of a worker's CPU), merged by one task, so at concurrency 1, and each raw partition's share of a batch is
+committed in one Kafka transaction with its state changelog, clean events and offset, under the
+partition's own transactional id (see batch_loop and partition_producers). Faust's own Kafka consumer
+and producer are not started: nothing of the worker goes through them.
 
-Every Kafka client of the worker (raw consumer, transactional producer, owners, changelog restore, schema
-topic, admin) and Faust's broker settings come from runtime.kafka_clients, so `kafka.security` reaches all
+Every Kafka client of the worker (raw consumer, transactional producers, owners, changelog restore, schema
+topic, group offsets, admin) and Faust's broker settings come from runtime.kafka_clients, so `kafka.security` reaches all
 of them; a Kafka that refuses the worker ends it with the setting to fix (see ``prepare``).
 """
 
@@ -30,7 +31,10 @@ from rocksdict import Cache, WriteBufferManager
 from app.batch_loop import RETRY_FOR_S, BatchLoop, Topics
 from app.change_processor import ChangeProcessor
 from app.errors import TransactionFailed, WorkerError
+from app.group_offsets import GroupOffsets
+from app.heartbeat import make_heartbeat
 from app.owner_directory import OwnerDirectory
+from app.partition_producers import PartitionProducers
 from app.partition_states import PartitionStates, changelog_topic
 from app.raw_consumer import RawConsumer
 from app.rest_api import register_views
@@ -41,6 +45,7 @@ from runtime.kafka_clients import KafkaAccessError, explain_kafka_error, faust_b
 from runtime.kafka_topics import TopicSpec, ensure_topics
 from runtime.tls import ClientSetupError
 from schemas.change_codec import ChangeCodec
+from schemas.change_connect_json import ConnectJsonChangeCodec
 from schemas.change_json import JsonChangeCodec
 from schemas.schema_topic import TableSchemas
 from state.store.partition_store import StoreOptions
@@ -60,9 +65,13 @@ def make_codec(worker: WorkerConfig) -> ChangeCodec:
         from schemas.registry_client import HttpSchemaRegistryClient
 
         assert worker.schema_registry_url is not None  # checked with the config
-        return AvroChangeCodec(
-            HttpSchemaRegistryClient(worker.schema_registry_url), worker.clean_topic_prefix
+        level = worker.schema_compatibility
+        registry = HttpSchemaRegistryClient(
+            worker.schema_registry_url, compatibility=None if level == "registry" else level
         )
+        return AvroChangeCodec(registry, worker.clean_topic_prefix)
+    if worker.encoding == "json_schema":
+        return ConnectJsonChangeCodec(worker.clean_topic_prefix)
     return JsonChangeCodec()
 
 
@@ -103,6 +112,7 @@ class Worker:
                 write_buffer_bytes=settings.write_buffer_size,
                 cache=Cache(settings.block_cache_size),
                 write_buffer_manager=WriteBufferManager(settings.memtable_budget, False),
+                tombstone_floor_s=settings.tombstone_floor,
             ),
             self.stats,
         )
@@ -113,20 +123,20 @@ class Worker:
             stats=self.stats,
             refuse_counters=settings.counter_tables == "refuse",
         )
-        self.sink = TransactionalSink(
-            kafka,
-            f"{settings.app_id}-{settings.worker_id}",
-            transaction_timeout_ms=settings.transaction_timeout_ms,
+        self.producers = PartitionProducers(
+            kafka, settings.app_id, transaction_timeout_ms=settings.transaction_timeout_ms
         )
-        self.loop = BatchLoop(
-            kafka=kafka,
-            topics=self.topics,
-            partitions=self.partitions,
-            schemas=self.schemas,
-            processor=self.processor,
-            sink=self.sink,
-            stats=self.stats,
-            digest_horizon_s=settings.digest_horizon_s,
+        self.group_offsets = GroupOffsets(kafka, settings.app_id, kafka.raw_topic)
+        heartbeat = make_heartbeat(settings)
+        # heartbeats carry no state: a producer of the worker's own, not one of a raw partition
+        self.heartbeat_sink = (
+            None
+            if heartbeat is None
+            else TransactionalSink(
+                kafka,
+                f"{settings.app_id}-heartbeat-{settings.worker_id}",
+                transaction_timeout_ms=settings.transaction_timeout_ms,
+            )
         )
         self.web_host = (
             settings.web_bind if settings.web_bind not in ("0.0.0.0", "::") else socket.gethostname()
@@ -143,8 +153,24 @@ class Worker:
             on_assigned=self._on_assigned,
             on_revoked=self._on_revoked,
         )
+        self.loop = BatchLoop(
+            kafka=kafka,
+            topics=self.topics,
+            partitions=self.partitions,
+            schemas=self.schemas,
+            processor=self.processor,
+            producers=self.producers,
+            group_offsets=self.group_offsets,
+            stats=self.stats,
+            digest_horizon_s=settings.digest_horizon_s,
+            heartbeat=heartbeat,
+            heartbeat_sink=self.heartbeat_sink,
+            reposition=self.consumer.seek,
+        )
+        self.stats.lag.watch(self.consumer.highwater)
         self._restoring: asyncio.Task[None] | None = None
         self._merging: asyncio.Task[object] | None = None
+        self._beating: asyncio.Task[object] | None = None
         self.app = self._build_app()
 
     def _build_app(self) -> faust.App:
@@ -198,11 +224,16 @@ class Worker:
                     await self._fail(exc)
                     raise
                 log.warning("expiry not committed (%r); the next tick tries again", exc)
-                with contextlib.suppress(KafkaError, OSError):
-                    await self.loop.restart_sink()
             except BaseException as exc:
                 await self._fail(exc)
                 raise
+
+        if self.loop.heartbeat is not None:
+
+            @app.task
+            async def send_heartbeats() -> None:
+                self._beating = asyncio.current_task()
+                await self._beat_forever()
 
         @app.on_before_shutdown.connect
         async def on_shutdown(sender: faust.App, **_: object) -> None:
@@ -211,24 +242,49 @@ class Worker:
         register_views(app, self)
         return app
 
+    async def _beat_forever(self) -> None:
+        """Heartbeats while the worker runs (after a batch's commits when one is due then; see batch_loop).
+        A heartbeat that cannot commit is tried again at the next one; fenced, the worker stops."""
+        while True:
+            await asyncio.sleep(max(self.loop.heartbeat_wait_s(), 0.05))
+            if self.status != "ok":
+                continue
+            try:
+                await self.loop.beat()
+            except asyncio.CancelledError:
+                raise
+            except (TransactionFailed, KafkaError, OSError) as exc:
+                if getattr(exc, "fatal", False):
+                    await self._fail(exc)
+                    raise
+                log.warning("heartbeat not committed (%r); the next one tries again", exc)
+                await asyncio.sleep(self.settings.heartbeat_interval_ms / 1000)
+            except BaseException as exc:
+                await self._fail(exc)
+                raise
+
     async def _on_assigned(self, partitions: set[int]) -> None:
         self.partitions.assign(partitions)
+        self.stats.lag.assign(partitions)
         await self.owners.announce(partitions)
         log.info("assigned raw partitions %s", sorted(partitions))
         # restore now, not at the first event: a quiet partition must still answer REST and expire TTLs
-        self._restoring = asyncio.get_running_loop().create_task(self._restore_assigned())
+        self._restoring = asyncio.get_running_loop().create_task(self._restore_assigned(partitions))
 
     async def _on_revoked(self, partitions: set[int]) -> None:
-        async with self.loop.lock:  # a batch in flight commits first
-            self.partitions.revoke(partitions)
+        await self.loop.release(partitions)  # a batch in flight commits first
+        self.stats.lag.revoke(partitions)
         log.info("revoked raw partitions %s", sorted(partitions))
 
-    async def _restore_assigned(self) -> None:
-        """Restore the assigned partitions, waiting out a Kafka outage for as long as a batch would."""
+    async def _restore_assigned(self, partitions: set[int]) -> None:
+        """Take the assigned partitions over (register their transactional ids, restore their stores),
+        waiting out a Kafka outage for as long as a batch would; then read where the group resumes the
+        new ones, for the lag metric."""
         waited = 0.0
         while True:
             try:
                 await self.loop.restore_assigned()
+                await self._count_lag_from(partitions)
                 return
             except asyncio.CancelledError:
                 raise
@@ -243,6 +299,20 @@ class Worker:
                 await self._fail(exc)
                 return
 
+    async def _count_lag_from(self, partitions: set[int]) -> None:
+        """The group's committed offsets of newly assigned partitions: records behind are counted from
+        there until this worker commits them. Never fatal (a metric is not worth stopping the worker for):
+        their lag stays unknown until then."""
+        try:
+            self.stats.lag.start_at(await self.consumer.committed_offsets(partitions))
+        except Exception as exc:  # Kafka away, or the partitions revoked meanwhile
+            log.warning(
+                "cannot read the committed offsets of raw partitions %s (%r): their lag is unknown until "
+                "this worker commits them",
+                sorted(partitions),
+                exc,
+            )
+
     async def _fail(self, exc: BaseException) -> None:
         self.status = "failed"
         self.loop.failed = exc
@@ -250,8 +320,9 @@ class Worker:
         await self.app.crash(exc)
 
     async def prepare(self) -> None:
-        """Before Faust starts: topics exist, schemas are read, the transactional producer fences its
-        predecessor (which aborts the transaction a killed worker left open).
+        """Before Faust starts: topics exist, schemas are read, the heartbeat producer (if any) is
+        registered. The raw partitions' producers register when the partitions are assigned: that fences
+        their previous owner and finishes the transactions it left open.
 
         A Kafka that does not answer is waited for up to worker.startup_timeout_s. One that refuses the
         worker (credentials, certificates, TLS on one side only, an unreadable key file) does not change
@@ -307,6 +378,11 @@ class Worker:
                     kafka.replication_factor,
                     {"cleanup.policy": "compact"},
                 ),
+                *(
+                    []
+                    if (beat := self.loop.heartbeat) is None
+                    else [beat.topic_spec(kafka.replication_factor)]
+                ),
             ],
         )
         if counts.get(kafka.raw_topic) != kafka.raw_partitions:
@@ -321,13 +397,14 @@ class Worker:
                 "the changelog holds the state of raw partition p)"
             )
         await self.schemas.start()
-        await self.sink.start()
+        if self.heartbeat_sink is not None:
+            await self.heartbeat_sink.start()
         await self.owners.start()
 
     async def stop(self) -> None:
         """Stop merging (a commit under way ends first, and the raw consumer leaves the group), then close
         every client and store, while Faust still runs the event loop."""
-        for task in (self._merging, self._restoring):
+        for task in (self._beating, self._merging, self._restoring):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -336,7 +413,10 @@ class Worker:
 
     async def shutdown(self) -> None:
         await self.owners.stop()
-        await self.sink.stop()
+        await self.producers.stop()
+        if self.heartbeat_sink is not None:
+            await self.heartbeat_sink.stop()
+        await self.group_offsets.stop()
         await self.schemas.stop()
         self.partitions.close()
 

@@ -4,6 +4,13 @@ Outcomes of one raw event: ``duplicate`` (its digest was seen: a replica copy or
 (it changed nothing in the state: every cell lost last-write-wins or was already deleted), ``noop`` (the
 state changed, no visible row did: a rewrite of the same values, a deletion of nothing), ``applied`` (at
 least one change event), ``refused`` (a counter table with `counter_tables: refuse`).
+
+What a batch did is counted once its transaction committed (``BatchTally``, added with ``add``): a batch
+merged again after a failed attempt counts its events once, and an event taken out of a batch (sent to
+the dead-letter topic after its merge failed half-way) counts only as a dead letter.
+
+The lag behind the raw topic (records and ms, defined in app/consumer_lag.py) is computed when scraped or
+asked for, never per event.
 """
 
 from __future__ import annotations
@@ -11,12 +18,62 @@ from __future__ import annotations
 import time
 from collections import Counter as Tally
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from app.consumer_lag import ConsumerLag
+
 OUTCOMES = ("duplicate", "late", "noop", "applied", "refused")
+#: why a raw record went to the dead-letter topic (the ``reason`` label of cdc_worker_dead_letters)
+DEAD_LETTER_REASONS = ("undecodable", "unknown_table", "unknown_column", "merge_error")
+
+
+class TallyMark(NamedTuple):
+    """Where a BatchTally stood (``BatchTally.mark``), to go back there (``rewind``)."""
+
+    outcomes: int
+    emitted: int
+    expired: int
+    newest_write_us: int | None
+
+
+@dataclass(slots=True)
+class BatchTally:
+    """What one raw partition's share of a batch (or of an expiry) did, kept until its transaction
+    commits: then ``WorkerStats.add`` counts it, else it is dropped with the transaction."""
+
+    #: (table, outcome) per raw event
+    outcomes: list[tuple[str, str]] = field(default_factory=list)
+    #: (table, op) per change event
+    emitted: list[tuple[str, str]] = field(default_factory=list)
+    expired_changes: int = 0
+    digests_expired: int = 0
+    dead_letters: list[str] = field(default_factory=list)
+    #: newest write time (µs) of the raw events merged (None: none), for the lag figures
+    newest_write_us: int | None = None
+
+    def record(self, table: str, outcome: str) -> None:
+        self.outcomes.append((table, outcome))
+
+    def emitted_change(self, table: str, op: str) -> None:
+        self.emitted.append((table, op))
+
+    def merged_write(self, write_time_us: int) -> None:
+        if self.newest_write_us is None or write_time_us > self.newest_write_us:
+            self.newest_write_us = write_time_us
+
+    def mark(self) -> TallyMark:
+        return TallyMark(len(self.outcomes), len(self.emitted), self.expired_changes, self.newest_write_us)
+
+    def rewind(self, mark: TallyMark) -> None:
+        """Forget what was counted since ``mark`` (an event taken out of the batch)."""
+        del self.outcomes[mark.outcomes :]
+        del self.emitted[mark.emitted :]
+        self.expired_changes = mark.expired
+        self.newest_write_us = mark.newest_write_us
 
 
 @dataclass(slots=True)
@@ -60,12 +117,46 @@ class _TableCounters(Collector):  # type: ignore[misc]
         return [events, changes]
 
 
+class _LagGauges(Collector):  # type: ignore[misc]
+    """The lag figures as gauges, computed at each scrape (a figure not known yet has no sample)."""
+
+    def __init__(self, lag: ConsumerLag) -> None:
+        self.lag = lag
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        figures = self.lag.observe(int(time.time() * 1000))
+        records = GaugeMetricFamily(
+            "cdc_worker_lag_records",
+            "raw records not merged and committed yet: partition end (last fetch) minus committed offset",
+            labels=["partition"],
+        )
+        for partition, behind in sorted(figures.records_behind.items()):
+            if behind is not None:
+                records.add_metric([str(partition)], behind)
+        ms = GaugeMetricFamily(
+            "cdc_worker_lag_ms",
+            "ms the clean events are behind: 0 when no raw record waits, else now - max(newest merged write "
+            "time, last time caught up)",
+        )
+        if figures.ms_behind is not None:
+            ms.add_metric([], figures.ms_behind)
+        newest = GaugeMetricFamily(
+            "cdc_worker_newest_write_timestamp_seconds",
+            "newest Cassandra write time of the raw events merged and committed since the worker started",
+        )
+        if figures.newest_write_ms is not None:
+            newest.add_metric([], figures.newest_write_ms / 1000)
+        return [records, ms, newest]
+
+
 class WorkerStats:
     def __init__(self) -> None:
         self.started_at = time.time()
         self.tables: dict[str, TableStats] = {}
         r = self.registry = CollectorRegistry()
         r.register(_TableCounters(self.tables))
+        self.lag = ConsumerLag()
+        r.register(_LagGauges(self.lag))
         self.expired_changes = Counter(
             "cdc_worker_expiry_changes", "change events emitted because a TTL expired", registry=r
         )
@@ -74,6 +165,17 @@ class WorkerStats:
             "raw events whose table schema never arrived on the schema topic (not processed)",
             registry=r,
         )
+        self.dead_letters = Counter(
+            "cdc_worker_dead_letters",
+            "raw records sent to the dead-letter topic, by reason: undecodable (not a raw event), "
+            "unknown_table (no schema), unknown_column (a column the schema never got), merge_error (the "
+            "merge failed: a value, clustering or counter the state cannot take)",
+            ["reason"],
+            registry=r,
+        )
+        for reason in DEAD_LETTER_REASONS:
+            self.dead_letters.labels(reason)
+        self.dead_letter_counts: Tally[str] = Tally()
         self.batches = Histogram(
             "cdc_worker_batch_seconds",
             "time to merge a batch and commit its transaction",
@@ -87,7 +189,8 @@ class WorkerStats:
         )
         self.transactions_failed = Counter(
             "cdc_worker_transactions_failed",
-            "transactions that did not commit (the worker stops)",
+            "transactions that failed at begin, at a send or at the commit (each raw partition's own; "
+            "retried while Kafka is away, the worker stops when fenced)",
             registry=r,
         )
         self.restored_records = Counter(
@@ -107,6 +210,10 @@ class WorkerStats:
         self.last_commit_time = Gauge(
             "cdc_worker_last_commit_timestamp_seconds", "when the last transaction committed", registry=r
         )
+        self.heartbeats = Counter(
+            "cdc_worker_heartbeats", "heartbeat records committed (worker.heartbeat_interval_ms)", registry=r
+        )
+        self.heartbeats_committed = 0
 
     def _table(self, name: str) -> TableStats:
         stats = self.tables.get(name)
@@ -122,6 +229,28 @@ class WorkerStats:
     def emitted(self, table: str, op: str) -> None:
         self._table(table).emitted[op] += 1
 
+    def add(self, tally: BatchTally) -> None:
+        """Count what a committed transaction did."""
+        for (table, outcome), count in Tally(tally.outcomes).items():
+            stats = self._table(table)
+            stats.events_in += count
+            stats.outcomes[outcome] += count
+        for (table, op), count in Tally(tally.emitted).items():
+            self._table(table).emitted[op] += count
+        if tally.expired_changes:
+            self.expired_changes.inc(tally.expired_changes)
+        if tally.digests_expired:
+            self.digests_expired.inc(tally.digests_expired)
+        for reason, count in Tally(tally.dead_letters).items():
+            self.dead_letters.labels(reason).inc(count)
+            self.dead_letter_counts[reason] += count
+            if reason == "unknown_table":
+                self.unknown_table_events.inc(count)
+
+    def heartbeat_committed(self) -> None:
+        self.heartbeats_committed += 1
+        self.heartbeats.inc()
+
     def document(self) -> dict[str, object]:
         totals = TableStats()
         for stats in self.tables.values():
@@ -132,6 +261,9 @@ class WorkerStats:
             "uptime_s": round(time.time() - self.started_at, 1),
             "total": totals.as_dict(),
             "tables": {name: s.as_dict() for name, s in sorted(self.tables.items())},
+            "lag": self.lag.observe(int(time.time() * 1000)).as_dict(),
+            "heartbeats": self.heartbeats_committed,
+            "dead_letters": {reason: self.dead_letter_counts[reason] for reason in DEAD_LETTER_REASONS},
         }
 
     def prometheus(self) -> bytes:

@@ -93,7 +93,7 @@ def changes(count: int, keys: int, seed: int) -> tuple[list[tuple[bytes, bytes |
             after = _row(key, version, rng)
             versions[key] = version
         source = ChangeSource("bench", KEYSPACE, TABLE, 1_700_000_000_000_000 + n, "node1", 1, n)
-        envelope = {"before": before, "after": after, "op": op, "source": source.as_dict(), "ts_ms": n}
+        envelope = {"before": before, "after": after, "op": op, "source": source.as_dict(n), "ts_ms": n}
         record_key = codec.encode_key(schema, {"id": key})
         out.append((record_key, codec.encode_value(schema, envelope)))
         if after is None:

@@ -15,7 +15,9 @@ clustering that starts with the prefix": INCL_START, EXCL_END) or ``0x30`` ("aft
 INCL_END); a bound never equals a key, so containment is a strict comparison.
 
 Value encodings are each type's ``order_encoder`` (documented in ``cassandra_model.cql_types.byte_order``,
-with their limits); this module only lays them out as components, keys and bounds.
+with their limits); this module only lays them out as components, keys and bounds. Keys equate the
+clusterings Cassandra compares equal (decimal ``1.0`` and ``1.00``); ``canonical`` gives such a clustering
+the one serialized form a row shows (``cassandra_model.cql_types.canonical_forms``).
 """
 
 from __future__ import annotations
@@ -93,11 +95,14 @@ def is_byte_identical(t: CqlType) -> bool:
 class ClusteringKeyOrder:
     """Keys and bound positions for one table's clustering columns (types and ASC/DESC)."""
 
-    __slots__ = ("_components", "size")
+    __slots__ = ("_canonical", "_components", "size")
 
     def __init__(self, columns: Sequence[tuple[CqlType, bool]]) -> None:
         self._components = tuple(component_encoder(t, desc) for t, desc in columns)
         self.size = len(self._components)
+        forms = tuple(t.canonical_form() for t, _ in columns)
+        #: per column, its type's canonical form (None: a byte-identical type); None when all are
+        self._canonical = forms if any(f is not None for f in forms) else None
 
     @classmethod
     def for_table(cls, schema: TableSchema) -> ClusteringKeyOrder:
@@ -117,6 +122,17 @@ class ClusteringKeyOrder:
         if self.size == 1:
             return self._components[0](clustering[0]) + ROW_END
         return self._prefix(clustering) + ROW_END
+
+    def canonical(self, clustering: tuple[bytes | None, ...]) -> tuple[bytes | None, ...]:
+        """A full clustering with each value in its type's canonical form, so that the bytes a row keeps
+        (its Kafka key, its images) depend on which row it is, never on which of the equal spellings a
+        write used. The same tuple when no clustering type has two spellings of one value."""
+        forms = self._canonical
+        if forms is None:
+            return clustering
+        return tuple(
+            v if form is None or not v else form(v) for form, v in zip(forms, clustering, strict=True)
+        )
 
     def bound(self, kind: int, prefix: Sequence[bytes | None]) -> bytes:
         """The position of a range-tombstone bound (ClusteringPrefix.Kind ordinal) on a prefix.

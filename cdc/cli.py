@@ -33,7 +33,15 @@ def _infra_settings(args: argparse.Namespace):
 
 
 def _cmd_infra_fetch(args: argparse.Namespace) -> int:
-    from infra.artifacts import ensure_cassandra, ensure_kafka, ensure_registry, ensure_spark_connectors
+    from infra.artifacts import (
+        ensure_apicurio_converter,
+        ensure_cassandra,
+        ensure_connect,
+        ensure_jdbc_sink,
+        ensure_kafka,
+        ensure_registry,
+        ensure_spark_connectors,
+    )
     from infra.toolchain import find_java, find_maven
 
     settings = _infra_settings(args)
@@ -47,6 +55,13 @@ def _cmd_infra_fetch(args: argparse.Namespace) -> int:
     )
     if not args.no_registry:
         print(f"apicurio registry {settings.registry_version}: {ensure_registry(settings)}")
+    if not args.no_connect:
+        print(f"kafka connect {settings.kafka_version} jars: {ensure_connect(settings)}")
+        print(f"debezium jdbc sink {settings.jdbc_sink_version} plugin: {ensure_jdbc_sink(settings)}")
+        print(
+            f"apicurio connect converter {settings.registry_version} plugin: "
+            f"{ensure_apicurio_converter(settings)}"
+        )
     return 0
 
 
@@ -156,7 +171,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         fault_count = fault_count or 20
         faults = faults or list(KINDS)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cdc-verify-"))
-    report_path = args.report or workdir / "report.json"
+    report_path = args.report or workdir / ("summary.json" if args.campaign else "report.json")
     options = VerifyOptions(
         workdir=workdir,
         seed=args.seed,
@@ -167,12 +182,35 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         fault_count=fault_count,
         report_path=report_path,
     )
+    if args.campaign is not None:
+        return _verify_campaign(args, options)
     report = VerifyRun(_infra_settings(args), options).run()
-    summary = {k: report[k] for k in ("ok", "lost", "phantom", "wrong_values", "duplicate_or_spurious_events",
-                                      "events_per_operation", "latency_ms", "seed")}  # fmt: skip
+    summary = {k: report.get(k) for k in ("verdict", "reason", "failures", "lost", "phantom", "wrong_values",
+                                          "duplicate_or_spurious_events", "explained_images", "unexplained_images",
+                                          "duplicate_events", "noop_events", "dead_letters", "ttl_compared",
+                                          "ttl_wrong", "events_per_operation", "latency_ms", "seed")
+               if k in report}  # fmt: skip
     print(json.dumps(summary, indent=2))
     print(f"report: {report_path}; logs of agents and workers: {workdir}")
+    if report["verdict"] == "invalid run":
+        print(f"invalid run: {report['reason']}", file=sys.stderr)
+        return 2
     return 0 if report["ok"] else 1
+
+
+def _verify_campaign(args: argparse.Namespace, options: object) -> int:
+    """`cdc verify --campaign N`: exit 0 when every run is clean, 1 when one failed, 2 when none failed but
+    one could not be judged (invalid or an error)."""
+    from cdc.verify.campaign import run_campaign
+    from cdc.verify.runner import VerifyOptions
+
+    assert isinstance(options, VerifyOptions) and options.report_path is not None
+    summary = run_campaign(_infra_settings(args), options, args.campaign, summary_path=options.report_path)
+    print(json.dumps({k: v for k, v in summary.items() if k != "per_run"}, indent=2))
+    print(f"summary: {options.report_path}; one report per run in {options.workdir / 'reports'}")
+    if summary["clean"]:
+        return 0
+    return 1 if summary["verdicts"].get("failed") else 2
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -190,6 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
     infra_cmds = infra.add_subparsers(dest="infra_command", required=True)
     fetch = infra_cmds.add_parser("fetch", help="check Java and Maven, download the jars (once, cached)")
     fetch.add_argument("--no-registry", action="store_true", help="skip the schema registry (142 MB)")
+    fetch.add_argument(
+        "--no-connect",
+        action="store_true",
+        help="skip Kafka Connect, the Debezium JDBC sink and the registry's converter (about 90 MB)",
+    )
     fetch.set_defaults(func=_cmd_infra_fetch)
     up = infra_cmds.add_parser("up", help="start Kafka and Cassandra if not running; wait until they answer")
     up.add_argument("--nodes", type=int, default=1, help="Cassandra nodes on 127.0.0.1..N (1-3, default 1)")
@@ -283,7 +326,18 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--soak", action="store_true", help="long run: 200k operations, 20 faults of every kind"
     )
-    verify.add_argument("--report", type=Path, help="JSON report path (default <workdir>/report.json)")
+    verify.add_argument(
+        "--campaign",
+        type=int,
+        metavar="N",
+        help="N runs with seeds seed..seed+N-1, one fault of each kind per run unless --faults/--fault-count "
+        "say otherwise; a JSON report per run and a summary",
+    )
+    verify.add_argument(
+        "--report",
+        type=Path,
+        help="JSON report path (default <workdir>/report.json; with --campaign the summary, <workdir>/summary.json)",
+    )
     verify.add_argument("--workdir", type=Path, help="configs and logs of the agents and workers")
     verify.set_defaults(func=_cmd_verify)
 

@@ -12,6 +12,8 @@ import shutil
 import subprocess
 import tarfile
 import time
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from infra.errors import ArtifactDownloadError
@@ -107,10 +109,18 @@ def ensure_registry(settings: InfraSettings) -> Path:
     Maven fetches it (into ~/.m2 as well, so a cleared cache re-extracts without downloading) and it is
     unpacked under the cache folder, behind the same stamp file as the jar folders.
     """
-    target = settings.registry_dist
+    artifact = f"io.apicurio:apicurio-registry-app:{settings.registry_version}:tar.gz:all"
+    return _fetch_archive(artifact, settings.registry_dist, lambda staging: registry_runner(staging).name)
+
+
+def _fetch_archive(artifact: str, target: Path, check: Callable[[Path], str]) -> Path:
+    """Download one `.tar.gz` artifact with Maven and unpack it into `target`, once (behind the stamp).
+
+    `check` looks at the unpacked staging folder, raises if it lacks what the caller needs, and returns
+    the line written into the stamp.
+    """
     if (target / _STAMP).is_file():
         return target
-    artifact = f"io.apicurio:apicurio-registry-app:{settings.registry_version}:tar.gz:all"
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -143,8 +153,7 @@ def ensure_registry(settings: InfraSettings) -> Path:
             f"cannot unpack {archives[0]}: {exc}; run `cdc infra fetch` again"
         ) from exc
     archives[0].unlink()
-    runner = registry_runner(staging)
-    (staging / _STAMP).write_text(f"{runner.name}\n")
+    (staging / _STAMP).write_text(f"{check(staging)}\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target
@@ -159,3 +168,56 @@ def registry_runner(dist: Path) -> Path:
             "`cdc infra fetch --registry`"
         )
     return matches[-1]
+
+
+# -- Kafka Connect: the worker's classpath and the plugin.path folders of infra/connect.py
+
+#: the folder inside each plugin.path entry holding one plugin's jars (Connect isolates each child folder)
+JDBC_SINK_FOLDER = "debezium-connector-jdbc"
+APICURIO_CONVERTER_FOLDER = "apicurio-converter"
+#: the registry's Connect converters, listed for Connect's ServiceLoader discovery (plugin.discovery=
+#: service_load skips the slow class scan, but finds only plugins whose jars declare them; these do not)
+APICURIO_CONVERTERS = (
+    "io.apicurio.registry.utils.converter.AvroConverter",
+    "io.apicurio.registry.utils.converter.ExtJsonConverter",
+)
+_MANIFEST_JAR = "cdc-service-manifests.jar"
+
+
+def ensure_connect(settings: InfraSettings) -> Path:
+    """The Kafka Connect worker's jars (runtime, JsonConverter, reload4j), downloading them on first use."""
+    _copy_dependencies(
+        POM_DIR / "connect" / "pom.xml", settings.connect_libs, {"kafka.version": settings.kafka_version}
+    )
+    return settings.connect_libs
+
+
+def ensure_jdbc_sink(settings: InfraSettings) -> Path:
+    """The plugin.path entry of Debezium's JDBC sink (its tar.gz plugin unpacked; PostgreSQL driver included)."""
+    artifact = f"io.debezium:debezium-connector-jdbc:{settings.jdbc_sink_version}:tar.gz:plugin"
+
+    def check(staging: Path) -> str:
+        jars = sorted((staging / JDBC_SINK_FOLDER).glob("debezium-connector-jdbc-*.jar"))
+        if not jars:
+            raise ArtifactDownloadError(f"{artifact} unpacked without {JDBC_SINK_FOLDER}/*.jar in {staging}")
+        return jars[-1].name
+
+    return _fetch_archive(artifact, settings.jdbc_sink_plugin, check)
+
+
+def ensure_apicurio_converter(settings: InfraSettings) -> Path:
+    """The plugin.path entry of the registry's Connect converters, with their dependencies, on first use."""
+    folder = settings.apicurio_converter_plugin / APICURIO_CONVERTER_FOLDER
+    _copy_dependencies(
+        POM_DIR / "apicurio-converter" / "pom.xml", folder, {"apicurio.version": settings.registry_version}
+    )
+    manifest = folder / _MANIFEST_JAR
+    if not manifest.is_file():
+        partial = manifest.with_name(manifest.name + ".partial")
+        with zipfile.ZipFile(partial, "w") as jar:
+            jar.writestr(
+                "META-INF/services/org.apache.kafka.connect.storage.Converter",
+                "".join(f"{name}\n" for name in APICURIO_CONVERTERS),
+            )
+        partial.rename(manifest)
+    return settings.apicurio_converter_plugin

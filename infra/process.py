@@ -9,7 +9,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +138,35 @@ def require_free_ports(service: str, endpoints: Sequence[tuple[str, int]]) -> No
             f"{service} cannot start: {', '.join(taken)} already in use by another process "
             f"(find it with `ss -ltnp | grep :{taken[0].rsplit(':', 1)[1]}`, stop it, or run `cdc infra down`)"
         )
+
+
+#: where Linux keeps the range of local ports it hands to outgoing connections
+LOCAL_PORT_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_port_range(source: Path = LOCAL_PORT_RANGE) -> tuple[int, int] | None:
+    """The kernel's ephemeral port range (``32768 60999`` by default), or None where it cannot be read."""
+    try:
+        low, high = (int(part) for part in source.read_text().split())
+    except (OSError, ValueError):
+        return None
+    return low, high
+
+
+def ephemeral_port_warnings(ports: Mapping[str, int], source: Path = LOCAL_PORT_RANGE) -> list[str]:
+    """A warning for each service port in the ephemeral range: any client connection may take such a
+    port as its source port while the service is down, and the service's restart then cannot bind it."""
+    span = ephemeral_port_range(source)
+    if span is None:
+        return []
+    low, high = span
+    return [
+        f"warning: {name} port {port} lies in the kernel's ephemeral port range {low}-{high} "
+        f"({source}): a restart can find it taken by a client's outgoing connection; choose a port below "
+        f"{low}"
+        for name, port in ports.items()
+        if low <= port <= high
+    ]
 
 
 def can_connect(host: str, port: int, timeout_s: float = 1.0) -> bool:

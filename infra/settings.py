@@ -19,6 +19,9 @@ DELTA_VERSION = "4.4.0"
 #: Apicurio Registry, a Confluent-compatible schema registry (infra/registry.py). The 2.6 line runs on
 #: Java 17, the project's JDK; 3.x is built for Java 21.
 REGISTRY_VERSION = "2.6.13.Final"
+#: Debezium's JDBC sink connector, a Kafka Connect plugin (infra/connect.py); runs in a Connect worker of
+#: KAFKA_VERSION. The registry's Connect converter is taken at REGISTRY_VERSION.
+JDBC_SINK_VERSION = "3.3.1.Final"
 
 
 def _env_path(name: str, default: Path) -> Path:
@@ -58,6 +61,7 @@ class InfraSettings:
     spark_version: str = SPARK_VERSION
     delta_version: str = DELTA_VERSION
     registry_version: str = REGISTRY_VERSION
+    jdbc_sink_version: str = JDBC_SINK_VERSION
     cassandra_heap_mb: int = 1024
     kafka_heap_mb: int = 512
     registry_heap_mb: int = 256
@@ -104,6 +108,21 @@ class InfraSettings:
     def registry_dist(self) -> Path:
         """The unpacked Apicurio Registry distribution: the runner jar and its lib/ folder."""
         return self.cache / f"apicurio-registry-{self.registry_version}"
+
+    @property
+    def connect_libs(self) -> Path:
+        """The Kafka Connect worker's classpath (connect-runtime, connect-json, a logging backend)."""
+        return self.cache / f"kafka-connect-{self.kafka_version}" / "libs"
+
+    @property
+    def jdbc_sink_plugin(self) -> Path:
+        """A Connect plugin.path entry holding Debezium's JDBC sink (its debezium-connector-jdbc/ folder)."""
+        return self.cache / f"debezium-connector-jdbc-{self.jdbc_sink_version}"
+
+    @property
+    def apicurio_converter_plugin(self) -> Path:
+        """A Connect plugin.path entry holding the registry's converters (its apicurio-converter/ folder)."""
+        return self.cache / f"apicurio-converter-{self.registry_version}"
 
     @property
     def spark_connector_jars(self) -> Path:

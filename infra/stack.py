@@ -22,6 +22,7 @@ from infra.cassandra import MAX_NODES, CassandraNode, main_cluster_spec
 from infra.errors import InfraError
 from infra.kafka import KafkaBroker, broker_spec
 from infra.kafka_sasl import require_scram_storage
+from infra.process import ephemeral_port_warnings
 from infra.registry import SchemaRegistry, registry_spec
 from infra.secure import SecureMaterial, ensure_shared_material, material
 from infra.settings import InfraSettings
@@ -114,6 +115,10 @@ class LocalStack:
         if not 1 <= nodes <= MAX_NODES:
             raise ValueError(f"--nodes must be between 1 and {MAX_NODES}, got {nodes}")
         timings: dict[str, float | None] = {}
+        for warning in ephemeral_port_warnings(
+            self._ports(kafka=kafka, cassandra=cassandra, registry=registry)
+        ):
+            report(warning)
         with self._lock():
             self._switch_mode(report, kafka=kafka)
             existing = len(self.known_nodes())
@@ -134,6 +139,25 @@ class LocalStack:
                     f"schema registry ({self.registry.spec.ccompat_url})", self.registry.start, report
                 )
         return timings
+
+    def _ports(self, *, kafka: bool, cassandra: bool, registry: bool) -> dict[str, int]:
+        """The ports ``up`` is about to bind, by the setting that chooses each."""
+        settings = self.settings
+        ports: dict[str, int] = {}
+        if kafka:
+            ports |= {
+                "kafka_port": settings.kafka_port,
+                "kafka_controller_port": settings.kafka_controller_port,
+            }
+        if cassandra:
+            ports |= {
+                "cql_port": settings.cql_port,
+                "storage_port": settings.storage_port,
+                "jmx_base_port": settings.jmx_base_port,
+            }
+        if registry:
+            ports["registry_port"] = settings.registry_port
+        return ports
 
     def _switch_mode(self, report: Report, *, kafka: bool) -> None:
         """Record the requested mode; refuse to mix modes while services of the other one run.

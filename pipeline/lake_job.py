@@ -80,6 +80,11 @@ class LakeJob:
     ) -> None:
         if config.pipeline is None:
             raise PipelineError("the lake job needs a pipeline section (pipeline.lake_directory)")
+        if config.worker is not None and config.worker.encoding != "json":
+            raise PipelineError(
+                f"the lake job reads JSON clean topics; worker.encoding is {config.worker.encoding!r} "
+                "(run the workers that feed the lake with encoding: json)"
+            )
         self.spark = spark
         self.config = config
         self.pipeline: PipelineConfig = config.pipeline

@@ -424,7 +424,10 @@ class ReplayJob:
     ) -> TableDiff:
         """The replayed images of one table against the final images of its clean topic."""
         if self.config.worker is not None and self.config.worker.encoding != "json":
-            raise PipelineError("replay --compare reads JSON clean topics; worker.encoding is avro")
+            raise PipelineError(
+                "replay --compare reads JSON clean topics; "
+                f"worker.encoding is {self.config.worker.encoding!r}"
+            )
         name = schema.name
         mine = replayed.filter(lambda r: r[0] == name).map(lambda r: (r[1], (r[2], r[4])))
         joined = mine.fullOuterJoin(self.clean_images(schema, ends))

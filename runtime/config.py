@@ -162,22 +162,61 @@ class WorkerConfig:
     clean_topic_prefix: str = "cdc"
     """Clean topics are <prefix>.<keyspace>.<table>."""
     clean_partitions: int = 12
-    encoding: Literal["json", "avro"] = "json"
+    encoding: Literal["json", "json_schema", "avro"] = "json"
+    """How clean events are written: ``json`` (plain JSON, the lake job's input), ``json_schema`` (Kafka
+    Connect's JsonConverter form ``{"schema", "payload"}``, for Connect sinks without a registry) or ``avro``
+    (Confluent wire format, schemas in ``schema_registry_url``)."""
     schema_registry_url: str | None = None
     """Confluent-compatible schema registry, required when encoding is avro."""
-    batch_max_events: int = 5000
-    """Most raw events merged and committed in one Kafka transaction. A commit waits for about five
-    round trips to the broker: with 1000 events that was 15% of a busy worker's time, with 5000 about 4%."""
+    schema_compatibility: Literal[
+        "BACKWARD",
+        "BACKWARD_TRANSITIVE",
+        "FORWARD",
+        "FORWARD_TRANSITIVE",
+        "FULL",
+        "FULL_TRANSITIVE",
+        "NONE",
+        "registry",
+    ] = "BACKWARD"
+    """Compatibility level the worker sets on each `<topic>-key|value` subject it creates, before the
+    subject's first schema, so the registry itself refuses a table change that would break consumers (the
+    worker then stops with the registry's 409). BACKWARD: a consumer with the newest schema reads every
+    older event; ADD and DROP COLUMN pass (non-key columns are optional, default null). `registry` sets
+    nothing: the registry's global level applies, which is BACKWARD on Confluent's but NONE (no check)
+    on Apicurio's. A subject that exists keeps its level."""
+    batch_max_events: int = 20_000
+    """Most raw events merged in one batch, committed in one Kafka transaction per raw partition it touches
+    (the partition's transactional id fences a worker that lost it). Each transaction waits for about five
+    round trips and costs about a CPU-ms in the client: with 5000 events over 12 partitions a busy worker
+    was 14% slower than with one transaction per batch, with 20000 as fast (bench/transaction_scheme.md),
+    for about 35 MB more memory while a backlog is merged."""
     batch_max_wait_ms: int = 50
     """How long a batch waits for more events once the first has arrived (a quiet stream's latency)."""
     digest_horizon_s: int = 3 * 86400
     """How long a partition update's digest is remembered to drop replica copies (hints arrive within
-    max_hint_window, 3 h by default); copies older than this are merged again, harmlessly."""
+    max_hint_window, 3 h by default); copies older than this are merged again, harmlessly while the
+    tombstones they meet are kept (``tombstone_floor_s``)."""
+    tombstone_floor_s: int | None = None
+    """The shortest time the worker's state keeps a tombstone or an expired cell, whatever the table's
+    gc_grace_seconds (it purges at the larger of the two); unset: ``digest_horizon_s``. A copy of an
+    older write that arrives after the tombstone went would bring deleted data back with an event, and
+    the worker's copies come late by design (several replicas, hints, a copy merged again once its
+    digest is forgotten). Below ``digest_horizon_s`` only with ``allow_short_tombstone_floor``."""
+    allow_short_tombstone_floor: bool = False
+    """Accept a ``tombstone_floor_s`` below ``digest_horizon_s``: a copy that comes later than the floor
+    may then bring a deleted row or an expired value back. Only for a deployment where no copy can be
+    that late (replication factor 1, no hints), to keep less state on tables with gc_grace_seconds 0."""
     expiry_interval_ms: int = 1000
+    heartbeat_interval_ms: int = 0
+    """Every this many ms each worker writes a heartbeat to `__debezium-heartbeat.<clean_topic_prefix>`
+    (Debezium's heartbeat.interval.ms), in a Kafka transaction, also while no raw event arrives, so a
+    consumer can tell an idle table (heartbeats keep coming) from a stalled pipeline (they stop, or say
+    records are behind). 0, the default, writes none. Record format: app/heartbeat.py."""
     transaction_timeout_ms: int = 20_000
-    """How long the broker keeps a killed worker's open transaction before it aborts it (it looks every
-    10 s); until then read_committed readers of the clean topics wait at it. A worker started with the
-    same worker_id aborts it at once."""
+    """How long the broker keeps a killed worker's open transactions before it aborts them (it looks every
+    10 s); until then read_committed readers of the clean topics wait at them. The worker that takes the
+    raw partitions over (or this one, restarted) aborts them at once: the transactional ids are the
+    partitions' (`<app_id>-<partition>`)."""
     startup_timeout_s: int = 120
     """How long a starting worker waits for Kafka (topics, schemas, its producer) before it gives up."""
     session_timeout_ms: int = 15_000
@@ -195,6 +234,11 @@ class WorkerConfig:
     memtable_budget: ByteSize = DEFAULT_MEMTABLE_BUDGET
     """RocksDB memtables of all the worker's partition databases together (one write buffer manager), so
     a worker's memory does not grow with the number of partitions it owns."""
+
+    @property
+    def tombstone_floor(self) -> int:
+        """``tombstone_floor_s``, or ``digest_horizon_s`` when it is unset."""
+        return self.digest_horizon_s if self.tombstone_floor_s is None else self.tombstone_floor_s
 
 
 @dataclass(slots=True, frozen=True)
@@ -449,6 +493,18 @@ def _check_worker(values: dict[str, Any], prefix: str, origin: dict[str, str]) -
             f"config key {prefix}app_id: {app_id!r} must use only letters, digits, '.', '_' and '-' "
             f"(it names Kafka topics) ({source('app_id')})"
         )
+    floor = values.get("tombstone_floor_s")
+    if floor is not None and not values.get("allow_short_tombstone_floor"):
+        horizon = values.get(
+            "digest_horizon_s", next(f.default for f in fields(WorkerConfig) if f.name == "digest_horizon_s")
+        )
+        if floor < horizon:
+            raise ConfigError(
+                f"config key {prefix}tombstone_floor_s: {floor} s is below {prefix}digest_horizon_s "
+                f"({horizon} s), so a copy merged again after its digest is forgotten could bring a deleted "
+                f"row back; raise it, or set {prefix}allow_short_tombstone_floor: true if no copy can be that "
+                f"late ({source('tombstone_floor_s')})"
+            )
 
 
 def _check_pipeline(values: dict[str, Any], prefix: str, origin: dict[str, str]) -> None:

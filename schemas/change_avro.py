@@ -20,11 +20,11 @@ from fastavro import parse_schema
 from cassandra_model.table_schema import TableSchema
 from schemas.change_avro_names import avro_name
 from schemas.change_avro_reader import CONFLUENT_FRAME, CONFLUENT_MAGIC, AvroChangeReader
-from schemas.change_avro_schema import SOURCE_RECORD, AvroSchemaBuilder
+from schemas.change_avro_schema import AvroSchemaBuilder
 from schemas.change_avro_writer import RowWriter, schema_writer, write_long, write_row, write_string
 from schemas.change_codec import ChangeEncodingError, encode_change_via_envelope
 from schemas.change_conversions import RowSpec, convert_row, key_columns
-from schemas.change_event import OPS, ChangeSource, clean_topic_name
+from schemas.change_event import OPS, SOURCE_RECORD, ChangeSource, clean_topic_name
 from schemas.registry_client import SchemaRegistryClient
 from state.change import RowChange
 

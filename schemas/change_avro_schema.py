@@ -14,7 +14,6 @@ field carries ``cql_name`` and ``cql_type`` attributes for consumers. Names foll
 from __future__ import annotations
 
 import decimal
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +31,6 @@ from cassandra_model.cql_types import (
     every_native,
 )
 from cassandra_model.table_schema import ColumnKind, ColumnSchema
-from schemas import SCHEMA_DIR
 from schemas.change_avro_names import avro_name
 from schemas.change_avro_writer import RowWriter, Writer, column_writer
 from schemas.change_conversions import (
@@ -64,8 +62,10 @@ def decimal_record(v: Any) -> dict[str, Any]:
     return {"unscaled": unscaled.to_bytes(size, "big", signed=True), "scale": -exponent}
 
 
-def _shared_records() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    source = json.loads((SCHEMA_DIR / "change_source.avsc").read_text())
+def _shared_records() -> tuple[dict[str, Any], dict[str, Any]]:
+    # a CQL decimal's scale varies per value, so Avro's decimal logical type (one scale per schema) cannot
+    # hold it. Not Debezium's VariableScaleDecimal either: its JDBC sink stores that as double precision,
+    # losing digits ("-0.001" read back as -0.00100000000000000002...)
     dec = {
         "type": "record",
         "name": f"{SHARED_NAMESPACE}.Decimal",
@@ -82,10 +82,10 @@ def _shared_records() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
             {"name": "nanos", "type": "long"},
         ],
     }
-    return source, dec, duration
+    return dec, duration
 
 
-SOURCE_RECORD, _DECIMAL_RECORD, _DURATION_RECORD = _shared_records()
+_DECIMAL_RECORD, _DURATION_RECORD = _shared_records()
 
 #: native type -> (Avro type, converter); a named record (decimal, duration) is defined at its first use
 _AVRO_SCALARS: dict[str, tuple[Any, Converter | None]] = {

@@ -13,12 +13,15 @@ key with ``change_key`` and encode it with the codec's ``encode_key``.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 from cassandra_model.errors import ValueDecodeError
 from cassandra_model.table_schema import TableSchema
+from schemas import SCHEMA_DIR
 from state.change import RowChange
 from state.row_image import RowImage, decode_row, primary_key
 
@@ -33,6 +36,25 @@ class ChangeEventError(ValueError):
     """A change event that cannot be built or encoded: the message names the table (and column)."""
 
 
+#: the envelope's ``source`` record (``schemas/change_source.avsc``): the Avro schema of ``as_dict``, and
+#: the field list every other encoding's schema of it is made from
+SOURCE_RECORD: dict[str, Any] = json.loads((SCHEMA_DIR / "change_source.avsc").read_text())
+
+#: ``source.connector``, as Debezium's Cassandra connector names itself
+CONNECTOR = "cassandra"
+
+
+def _version() -> str:
+    try:
+        return metadata.version("cassandra-cdc")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
+#: ``source.version``: the version of this project that wrote the event
+VERSION = _version()
+
+
 @dataclass(slots=True)
 class ChangeSource:
     """Where a change came from (the envelope's ``source``).
@@ -41,7 +63,8 @@ class ChangeSource:
     deletion); it may be None where there is none (an expiry, a bootstrap read of a bare key). ``node``,
     ``segment_id`` and ``offset`` locate the raw event in the originating node's commit log; bootstrap
     reads (``snapshot``) have none. ``expired`` marks a change made by TTLs running out rather than by a
-    write, so consumers can tell an expiry from a delete.
+    write, so consumers can tell an expiry from a delete. ``name`` is the clean-topic prefix, Debezium's
+    logical server name.
     """
 
     cluster: str
@@ -53,18 +76,32 @@ class ChangeSource:
     offset: int | None
     snapshot: bool = False
     expired: bool = False
+    name: str = "cdc"
 
-    def as_dict(self) -> dict[str, Any]:
-        """The envelope's ``source`` record (field names as in ``schemas/change_source.avsc``)."""
+    def as_dict(self, ts_ms: int) -> dict[str, Any]:
+        """The envelope's ``source`` record (``schemas/change_source.avsc``), emitted at ``ts_ms``.
+
+        Debezium's fields come first, so ``add.fields=source.ts_ms``, ``ExtractNewRecordState`` and
+        dashboards built on Debezium find them: ``ts_ms`` is the write time in milliseconds (the emit time
+        when the change has none, as Debezium stamps a snapshot read with the time it read), ``snapshot``
+        is Debezium's string, ``db`` the keyspace. Ours follow: the exact write time in microseconds, and
+        where in which node's commit log the change was read.
+        """
+        write_time_us = self.write_time_us
         return {
+            "version": VERSION,
+            "connector": CONNECTOR,
+            "name": self.name,
+            "ts_ms": ts_ms if write_time_us is None else write_time_us // 1000,
+            "snapshot": "true" if self.snapshot else "false",
+            "db": self.keyspace,
+            "table": self.table,
             "cluster": self.cluster,
             "keyspace": self.keyspace,
-            "table": self.table,
-            "write_time_us": self.write_time_us,
+            "write_time_us": write_time_us,
             "node": self.node,
             "segment_id": self.segment_id,
             "offset": self.offset,
-            "snapshot": self.snapshot,
             "expired": self.expired,
         }
 
@@ -150,4 +187,4 @@ def change_envelope(
         after = None if change.after is None else decode_row(change.after, schema)
     except ValueDecodeError as exc:
         raise ChangeEventError(f"{schema.name}: a row image does not decode: {exc}") from exc
-    return {"before": before, "after": after, "op": op, "source": source.as_dict(), "ts_ms": ts_ms}
+    return {"before": before, "after": after, "op": op, "source": source.as_dict(ts_ms), "ts_ms": ts_ms}

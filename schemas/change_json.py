@@ -43,7 +43,7 @@ from schemas.change_conversions import (
     nanos_of_day,
 )
 from schemas.change_event import OPS, ChangeSource, envelope_op
-from schemas.json_row_form import JsonRowForm
+from schemas.json_row_form import ConverterOf, JsonRowForm
 from state.change import RowChange
 
 
@@ -87,10 +87,18 @@ _JSON_SCALARS: dict[str, Converter | None] = dict(
 )
 
 
-class _JsonConverters(CqlTypeVisitor[Converter | None]):
-    """The JSON form of one non-null value, per kind of type (None: the value is already JSON)."""
+class JsonConverters(CqlTypeVisitor[Converter | None]):
+    """The JSON form of one non-null value, per kind of type (None: the value is already JSON).
+
+    ``convert(t)`` is the converter of type ``t``; nested types go through it again, so a subclass that
+    changes one kind of type (Kafka Connect's tuples, ``schemas.change_connect_json``) changes it at every
+    depth.
+    """
 
     __slots__ = ()
+
+    def convert(self, t: CqlType) -> Converter | None:
+        return t.accept(self)
 
     def visit_native(self, t: NativeType, *args: Any) -> Converter | None:
         return _JSON_SCALARS[t.name]
@@ -99,7 +107,7 @@ class _JsonConverters(CqlTypeVisitor[Converter | None]):
         return _base64
 
     def visit_list(self, t: ListType | SetType | VectorType, *args: Any) -> Converter | None:
-        elem = _json_converter(t.element)
+        elem = self.convert(t.element)
         if elem is None:
             return as_list
         return lambda v: [None if x is None else elem(x) for x in v]
@@ -108,8 +116,8 @@ class _JsonConverters(CqlTypeVisitor[Converter | None]):
     visit_vector = visit_list
 
     def visit_map(self, t: MapType, *args: Any) -> Converter | None:
-        kc = _json_converter(t.key)
-        vc = _json_converter(t.value)
+        kc = self.convert(t.key)
+        vc = self.convert(t.value)
         if t.key.is_text:
             if vc is None:
                 return lambda v: dict(map_items(v))
@@ -120,11 +128,11 @@ class _JsonConverters(CqlTypeVisitor[Converter | None]):
         ]
 
     def visit_tuple(self, t: TupleType, *args: Any) -> Converter | None:
-        convs = [_json_converter(e) for e in t.elements]
+        convs = [self.convert(e) for e in t.elements]
         return lambda v: [x if x is None or c is None else c(x) for c, x in zip(convs, v, strict=True)]
 
     def visit_user_type(self, t: UserType, *args: Any) -> Converter | None:
-        fields = [(n, _json_converter(ft)) for n, ft in zip(t.field_names, t.field_types, strict=True)]
+        fields = [(n, self.convert(ft)) for n, ft in zip(t.field_names, t.field_types, strict=True)]
 
         def udt(v: dict[str, Any]) -> dict[str, Any]:
             get = v.get
@@ -133,19 +141,15 @@ class _JsonConverters(CqlTypeVisitor[Converter | None]):
         return udt
 
 
-_JSON_CONVERTERS = _JsonConverters()
+#: the JSON form of one non-null value of a type (None: the value is already JSON)
+json_converter: ConverterOf = JsonConverters().convert
 
 
-def _json_converter(t: CqlType) -> Converter | None:
-    """The JSON form of one non-null value of type ``t`` (None: the value is already JSON)."""
-    return t.accept(_JSON_CONVERTERS)
-
-
-def _json_spec(columns: Iterable[ColumnSchema]) -> RowSpec:
+def _json_spec(columns: Iterable[ColumnSchema], converter_of: ConverterOf) -> RowSpec:
     columns = list(columns)
     work = []
     for column in columns:
-        conv = _json_converter(column.type)
+        conv = converter_of(column.type)
         if conv is not None:
             work.append((column.name, conv, None, False))
     return RowSpec(frozenset(c.name for c in columns), work, None)
@@ -163,10 +167,15 @@ _VALUE_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(
 
 
 class JsonChangeCodec:
-    """Change events as UTF-8 JSON (mapping in the module notes); keys compact with sorted object keys."""
+    """Change events as UTF-8 JSON (mapping in the module notes); keys compact with sorted object keys.
 
-    def __init__(self) -> None:
+    ``converter_of`` gives the JSON form of each type's values; another JSON dialect (Kafka Connect's, in
+    ``schemas.change_connect_json``) passes its own.
+    """
+
+    def __init__(self, converter_of: ConverterOf = json_converter) -> None:
         self._tables: dict[int, tuple[TableSchema, _JsonTable]] = {}
+        self._converter_of = converter_of
 
     def _table(self, schema: TableSchema) -> _JsonTable:
         found = self._tables.get(id(schema))
@@ -174,9 +183,9 @@ class JsonChangeCodec:
             return found[1]
         try:
             table = _JsonTable(
-                _json_spec(key_columns(schema)),
-                _json_spec(schema.all_columns()),
-                JsonRowForm(schema, _json_converter),
+                _json_spec(key_columns(schema), self._converter_of),
+                _json_spec(schema.all_columns(), self._converter_of),
+                JsonRowForm(schema, self._converter_of),
             )
         except TypeError as exc:
             raise ChangeEncodingError(str(exc), table=schema.name) from exc
@@ -206,7 +215,7 @@ class JsonChangeCodec:
             assert row is not None  # envelope_op checked the images
             key = _KEY_JSON.encode({name: row[name] for name in form.key_names}).encode()
             value = _VALUE_JSON.encode(
-                {"before": before, "after": after, "op": op, "source": source.as_dict(), "ts_ms": ts_ms}
+                {"before": before, "after": after, "op": op, "source": source.as_dict(ts_ms), "ts_ms": ts_ms}
             ).encode()
         except Exception:
             return encode_change_via_envelope(self, schema, change, source, ts_ms)

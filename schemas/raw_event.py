@@ -106,6 +106,32 @@ def raw_event_record(
     }
 
 
+def raw_event_write_time(event: dict[str, Any]) -> int:
+    """The largest write timestamp (µs) in a raw event (record or decoded): cells, livenesses, deletions.
+
+    Where a writer's clock put the change; the agent names it for the edges of a gap in cdc_raw.
+    """
+    stamps: list[int] = []
+
+    def deletion(d: dict[str, Any] | None) -> None:
+        if d is not None:
+            stamps.append(d["timestamp"])
+
+    deletion(event["partition_deletion"])
+    rows = event["rows"] if event["static_row"] is None else [event["static_row"], *event["rows"]]
+    for r in rows:
+        deletion(r["deletion"])
+        if r["liveness"] is not None:
+            stamps.append(r["liveness"]["timestamp"])
+        stamps.extend(c["timestamp"] for c in r["cells"])
+        for complex_deletion in r["complex_deletions"]:
+            deletion(complex_deletion["deletion"])
+    for marker in event["range_tombstones"]:
+        deletion(marker["deletion"])
+        deletion(marker["start_deletion"])
+    return max(stamps, default=-(2**63))
+
+
 def encode_raw_event(record: dict[str, Any]) -> bytes:
     return load_binary_codec("raw_mutation").binary_encode(record)  # type: ignore[no-any-return]
 

@@ -3,6 +3,12 @@
 ``register(subject, schema_json) -> id`` (``POST /subjects/{subject}/versions``) and ``get(id) -> schema``
 (``GET /schemas/ids/{id}``). Subjects follow TopicNameStrategy: ``<topic>-key`` and ``<topic>-value``.
 
+A subject's compatibility level is what makes the registry refuse a table schema version that would break
+the topic's consumers. Registries differ in what a new subject gets (Confluent's global default is
+BACKWARD, Apicurio's is NONE: no check at all), so the HTTP client can set a level on each subject it
+creates (``compatibility``; ``GET /subjects/{subject}/versions`` says whether it exists, ``PUT
+/config/{subject}`` sets the level before the first schema goes in). Subjects that exist keep their level.
+
 The HTTP client is synchronous (stdlib urllib) on purpose: a worker registers once per table schema
 version and once per unknown schema id, and both answers are cached for the life of the process, so the
 calls are rare. An asyncio worker should still keep them off its event loop: ``AvroChangeCodec.prepare``
@@ -21,6 +27,20 @@ import urllib.request
 from typing import Any, Protocol
 
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+
+#: the compatibility levels of the Confluent REST API (``PUT /config/{subject}``)
+COMPATIBILITY_LEVELS = (
+    "BACKWARD",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD",
+    "FORWARD_TRANSITIVE",
+    "FULL",
+    "FULL_TRANSITIVE",
+    "NONE",
+)
+
+#: Confluent REST API error code of a subject the registry does not know (Apicurio answers it too)
+_SUBJECT_NOT_FOUND = 40401
 
 #: what the registry's HTTP statuses mean for a caller (Confluent REST API error codes)
 _STATUS_HINTS = {
@@ -81,6 +101,10 @@ class HttpSchemaRegistryClient:
     ``auth`` is (user, password) for HTTP basic auth; a ``user:password@`` in the URL works too.
     Unreachable registries and 5xx answers are retried ``retries`` times with a growing pause; 4xx answers
     (an incompatible or invalid schema, bad credentials) fail at once. Answers are cached per process.
+    ``compatibility`` (one of ``COMPATIBILITY_LEVELS``) is set on every subject this client creates,
+    before its first schema; None leaves new subjects to the registry's global level. Several workers
+    registering the same new subject at once all get its id (a 409 from losing that race is not an
+    incompatible schema).
     """
 
     def __init__(
@@ -91,10 +115,16 @@ class HttpSchemaRegistryClient:
         auth: tuple[str, str] | None = None,
         retries: int = 2,
         backoff_s: float = 0.25,
+        compatibility: str | None = None,
     ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"schema registry URL {_redact(url)!r} must be http:// or https://host[:port]")
+        if compatibility is not None and compatibility not in COMPATIBILITY_LEVELS:
+            raise ValueError(
+                f"schema registry compatibility {compatibility!r} must be one of {', '.join(COMPATIBILITY_LEVELS)}"
+            )
+        self.compatibility = compatibility
         if parts.username is not None and auth is None:
             auth = (urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or ""))
         self.url = _redact(url).rstrip("/")
@@ -107,6 +137,7 @@ class HttpSchemaRegistryClient:
             self._headers["Authorization"] = f"Basic {token}"
         self._ids: dict[tuple[str, str], int] = {}
         self._schemas: dict[int, dict[str, Any]] = {}
+        self._guarded: set[str] = set()
 
     def __repr__(self) -> str:
         return f"HttpSchemaRegistryClient({self.url!r})"
@@ -115,11 +146,29 @@ class HttpSchemaRegistryClient:
         found = self._ids.get((subject, schema_json))
         if found is not None:
             return found
-        path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions"
+        if self.compatibility is not None and subject not in self._guarded:
+            self._guard_new_subject(subject, self.compatibility)
+            self._guarded.add(subject)
+        quoted = urllib.parse.quote(subject, safe="")
         body = json.dumps({"schema": schema_json}).encode()
-        answer = self._call(
-            "POST", path, body, f"registering a schema under subject {subject!r}", subject=subject
-        )
+        what = f"registering a schema under subject {subject!r}"
+        for attempt in range(2):
+            try:
+                answer = self._call("POST", f"/subjects/{quoted}/versions", body, what, subject=subject)
+                break
+            except SchemaRegistryError as exc:
+                # Workers starting together register the same first schema at once; Apicurio lets one
+                # create the subject and answers the others 409 ("already exists"), the status of an
+                # incompatible schema. So a 409 is checked: the schema may be there already, or, if
+                # another schema won the race, this one is registered again against it.
+                if exc.status != 409:
+                    raise
+                found = self._lookup(quoted, body, subject)
+                if found is not None:
+                    answer = {"id": found}
+                    break
+                if attempt:
+                    raise
         schema_id = answer.get("id") if isinstance(answer, dict) else None
         if not isinstance(schema_id, int) or isinstance(schema_id, bool):
             raise SchemaRegistryError(
@@ -130,6 +179,68 @@ class HttpSchemaRegistryClient:
             )
         self._ids[(subject, schema_json)] = schema_id
         return schema_id
+
+    def _lookup(self, quoted: str, body: bytes, subject: str) -> int | None:
+        """The id of a schema already registered under a subject (``POST /subjects/{subject}``), None
+        when it is not there."""
+        try:
+            answer = self._call(
+                "POST",
+                f"/subjects/{quoted}",
+                body,
+                f"looking up a schema under subject {subject!r}",
+                subject=subject,
+            )
+        except SchemaRegistryError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        schema_id = answer.get("id") if isinstance(answer, dict) else None
+        return schema_id if isinstance(schema_id, int) and not isinstance(schema_id, bool) else None
+
+    def _guard_new_subject(self, subject: str, level: str) -> None:
+        """Set ``level`` on a subject that does not exist yet, so the registry checks its second schema
+        against the first. A subject that exists keeps the level it has (an operator's choice, or the one
+        set when it was created); workers creating it together all want the same level, and the first
+        PUT wins."""
+        quoted = urllib.parse.quote(subject, safe="")
+        try:
+            self._call(
+                "GET",
+                f"/subjects/{quoted}/versions",
+                None,
+                f"looking up subject {subject!r}",
+                subject=subject,
+            )
+            return
+        except SchemaRegistryError as exc:
+            if exc.status != 404 or exc.error_code != _SUBJECT_NOT_FOUND:
+                raise
+        body = json.dumps({"compatibility": level}).encode()
+        try:
+            answer = self._call(
+                "PUT",
+                f"/config/{quoted}",
+                body,
+                f"setting compatibility {level} on new subject {subject!r}",
+                subject=subject,
+            )
+        except SchemaRegistryError as exc:
+            # another worker set it a moment ago (Apicurio: 409 "rule already exists"): the subject has
+            # a level of its own now, which it keeps
+            if exc.status != 409:
+                raise
+            return
+        if (
+            not isinstance(answer, dict)
+            or answer.get("compatibility", answer.get("compatibilityLevel")) != level
+        ):
+            raise SchemaRegistryError(
+                f"schema registry {self.url}: setting compatibility {level} on new subject {subject!r} "
+                f"answered {answer!r:.200}, not {{'compatibility': {level!r}}}",
+                url=self.url,
+                subject=subject,
+            )
 
     def get(self, schema_id: int) -> dict[str, Any]:
         found = self._schemas.get(schema_id)
@@ -214,6 +325,13 @@ class HttpSchemaRegistryClient:
         except ValueError:
             pass
         hint = _STATUS_HINTS.get(exc.code, "server error" if exc.code >= 500 else "request refused")
+        if exc.code == 404 and (error_code is None or error_code < 10_000):
+            # the registry's own "not found" answers carry 5-digit codes (40401 subject, 40403 schema); a
+            # bare 404 is a path nothing serves, most often a URL without the Confluent API's path
+            hint = (
+                "no such endpoint: the URL must be the registry's Confluent-compatible API "
+                "(Apicurio serves it under /apis/ccompat/v7)"
+            )
         code = f", error code {error_code}" if error_code is not None else ""
         return SchemaRegistryError(
             f"schema registry {self.url}: {what} failed with HTTP {exc.code}{code} ({hint}): {message}",

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -130,10 +131,16 @@ class TableSchemas:
         self._tables[table_id] = schema
         self._arrived.set()
 
-    async def wait_for(self, table_id: uuid.UUID, timeout_s: float) -> TableSchema | None:
-        """The schema of a table, waiting up to ``timeout_s`` for it to arrive on the topic."""
+    async def wait_for(
+        self,
+        table_id: uuid.UUID,
+        timeout_s: float,
+        accept: Callable[[TableSchema], bool] | None = None,
+    ) -> TableSchema | None:
+        """The schema of a table, waiting up to ``timeout_s`` for it to arrive on the topic; with
+        ``accept``, for a version it accepts (a newer one, after an ALTER TABLE). None when none came."""
         deadline = asyncio.get_running_loop().time() + timeout_s
-        while (schema := self._tables.get(table_id)) is None:
+        while (schema := self._tables.get(table_id)) is None or (accept is not None and not accept(schema)):
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
                 return None

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make sure the machine has what the Python project cannot pip-install: Python >= 3.11 with venv,
-# a JDK 17 (Cassandra 5.0, Kafka, Spark) and Maven (downloads the service jars from Maven Central).
+# a JDK 17 (Cassandra 5.0, Kafka, Spark), Maven (downloads the service jars from Maven Central) and the
+# PostgreSQL server (the Kafka Connect sink tests).
 # Installs missing pieces from Debian packages when run as root; otherwise says what to install.
 set -euo pipefail
 
@@ -16,6 +17,11 @@ if [ -n "$java_bin" ]; then
 fi
 [ "$java_major" = "17" ] || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+# PostgreSQL server binaries (initdb, pg_ctl): the database the Kafka Connect JDBC sink tests write into
+# (infra/postgres.py looks on PATH and in /usr/lib/postgresql/*/bin, where Debian puts them).
+if ! command -v initdb >/dev/null 2>&1 && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+  missing+=(postgresql)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -1,15 +1,18 @@
 """The merged state of one partition, and how one raw event (one partition update) merges into it.
 
 ``PartitionState.apply(event, schema)`` is idempotent and commutative: any order of the same raw events,
-with any duplicates, ends in an equal state (``==``). Tombstones stay until ``purge`` finds their
-gc_grace_seconds passed, so a late replica copy of an older write cannot resurrect deleted data.
+with any duplicates, ends in an equal state (``==``). Tombstones stay until ``purge`` finds their grace
+passed, so a late replica copy of an older write cannot resurrect deleted data; the worker's store purges
+with max(gc_grace_seconds, its tombstone floor), since its copies can come later than Cassandra's
+gc_grace_seconds allows (``state.store.partition_store.StoreOptions``).
 
 Rows are keyed by the byte-comparable clustering key of ``clustering_order`` (built for this state and
 ready to become RocksDB keys: ``sorted_keys()`` is clustering order, and a range deletion covers one key
 range). Rows whose clusterings compare equal under their types (decimal ``1.0`` and ``1.00``) are one
-row, as in Cassandra; the row keeps the smallest of the serialized clusterings it was given while it
-existed, where Cassandra keeps the first it saw. That choice (which bytes show, not which row) can depend
-on the order of events when such a row is deleted entirely and written again.
+row, as in Cassandra, and a row keeps its clustering in the types' canonical form
+(``ClusteringKeyOrder.canonical``), whichever spelling each write used: Cassandra shows the bytes its
+memtable or sstable kept, which depend on the order of writes, compaction and the replica read, while
+the row's Kafka key must not change (a compacted topic and the lake would hold the row twice).
 
 Not carried by raw events, so not merged: shadowable row deletions (deprecated, materialized views).
 
@@ -105,7 +108,7 @@ def prepare_event(event: dict[str, Any], layout: TableLayout) -> PreparedEvent:
     rows = []
     for record in event["rows"]:
         clustering = tuple(record["clustering"])
-        rows.append((order.key(clustering), clustering, record))
+        rows.append((order.key(clustering), order.canonical(clustering), record))  # key() checks first
     markers = event["range_tombstones"]
     return PreparedEvent(
         event["partition_key"],
@@ -115,10 +118,6 @@ def prepare_event(event: dict[str, Any], layout: TableLayout) -> PreparedEvent:
         event["static_row"],
         rows,
     )
-
-
-def _clustering_rank(clustering: tuple[bytes | None, ...]) -> tuple[tuple[bool, bytes], ...]:
-    return tuple((v is not None, v or b"") for v in clustering)
 
 
 @dataclass(slots=True)
@@ -229,9 +228,7 @@ class PartitionState:
                     result.rows.add(key)
                 continue
             changed = row.merge(record, outer, columns, counter)
-            if clustering != row.clustering and _clustering_rank(clustering) < _clustering_rank(
-                row.clustering
-            ):
+            if clustering != row.clustering:  # a row stored before clusterings were made canonical
                 row.clustering = clustering
                 changed = True
             if changed:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from infra.cassandra import CassandraNode, standalone_spec
+from infra.registry import SchemaRegistry
 from infra.settings import InfraSettings
 from infra.stack import LocalStack
 
@@ -57,6 +58,37 @@ def cassandra_cluster(local_stack: LocalStack) -> list[CassandraNode]:
     """The three-node cluster (127.0.0.1-3); grows the single node the earlier tests used."""
     local_stack.up(nodes=3, kafka=False, report=lambda _msg: None)
     return [local_stack.node(i) for i in (1, 2, 3)]
+
+
+@pytest.fixture(scope="session")
+def registry_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """A stack that runs only the schema registry (Apicurio, in memory), started on first use.
+
+    Its own home and port (CDC_TEST_REGISTRY_PORT, default 23081: below the ephemeral range and away
+    from a developer's 8081), so `cdc infra status` of the Kafka/Cassandra stack never lists it and a
+    developer's registry is never touched. Plaintext in every mode, as the registry always is.
+    """
+    home = os.environ.get("CDC_TEST_HOME")
+    settings = InfraSettings.from_env(
+        home=Path(home) / "registry-only" if home else tmp_path_factory.mktemp("cdc-registry-home"),
+        registry_port=int(os.environ.get("CDC_TEST_REGISTRY_PORT", "23081")),
+        secure=False,
+    )
+    stack = LocalStack(settings)
+    try:
+        stack.up(kafka=False, cassandra=False, registry=True, report=lambda _msg: None)
+        yield stack
+    finally:
+        if os.environ.get("CDC_KEEP_SERVICES") != "1":
+            stack.down(report=lambda _msg: None)
+
+
+@pytest.fixture(scope="session")
+def schema_registry(registry_stack: LocalStack) -> SchemaRegistry:
+    """The session's real schema registry; `schema_registry.spec.ccompat_url` is the Confluent-compatible
+    API that the worker, our client and confluent-kafka's client are given. Schemas live in memory for the
+    session, so tests keep to subjects of their own (unique topic prefixes)."""
+    return registry_stack.registry
 
 
 StandaloneFactory = Callable[[str, dict[str, object]], AbstractContextManager[CassandraNode]]

@@ -1,8 +1,8 @@
-"""A small HTTP server speaking the two Confluent schema registry endpoints the codecs use.
+"""A small HTTP server speaking the two Confluent schema registry endpoints the codecs use, for unit tests.
 
-No schema registry runs on this machine (Karapace and Confluent's need Docker or other toolchains), so
-tests run this one: POST /subjects/{subject}/versions -> {"id"}, GET /schemas/ids/{id} -> {"schema"},
-with switches for failures, auth and delay.
+POST /subjects/{subject}/versions -> {"id"}, GET /schemas/ids/{id} -> {"schema"}, with switches for
+failures, auth and delay that a real registry cannot be made to show on cue. Integration tests use the
+real registry the session starts (tests/conftest.py `schema_registry`), never this one.
 """
 
 from __future__ import annotations

@@ -9,11 +9,12 @@ commit log (format notes §7.10, §7.12). Values use the native-protocol v4+ ser
 One place per type. Each kind of type is a class (``NativeType``, ``CustomType``, ``ListType``,
 ``SetType``, ``MapType``, ``VectorType``, ``TupleType``, ``UserType``) that carries, as methods, what the
 rest of the system does with its values: ``decode``/``serialize`` (bytes), ``order_encoder`` and
-``byte_identical`` (Cassandra's order as bytes), ``from_driver`` (cassandra-driver's values),
-``from_event_json`` (the clean topics' JSON form), ``to_json`` (dumps), ``cql_literal``, and the layout of
-multi-cell columns (``cell_layout``, ``path_type``, ``cell_value_type``, ``element_cells``, ``assemble``).
-A native type's behaviour is one ``NativeKind`` row (``native_kinds``). So a new CQL type is added in one
-place, and callers call methods instead of testing classes.
+``byte_identical`` (Cassandra's order as bytes), ``canonical`` (one form of values that compare equal),
+``from_driver`` (cassandra-driver's values), ``from_event_json`` (the clean topics' JSON form), ``to_json``
+(dumps), ``cql_literal``, and the layout of multi-cell columns (``cell_layout``, ``path_type``,
+``cell_value_type``, ``element_cells``, ``assemble``). A native type's behaviour is one ``NativeKind``
+row (``native_kinds``). So a new CQL type is added in one place, and callers call methods instead of
+testing classes.
 
 The merge state imports this package and may not import cassandra-driver, so where a method needs the
 driver for NATIVE values (its serializers, its Date and Duration, its CQL literals), the caller passes
@@ -35,8 +36,8 @@ ipaddress, duration -> Duration, list/set/vector -> list (sets keep Cassandra's 
 name. An empty value of a type for which "empty" is not a value (numbers, uuids, collections...) -> None.
 
 Modules: ``values`` (CqlTime, Duration...), ``framing`` (vints, length prefixes), ``native_decoders``,
-``byte_order``, ``native_kinds``, ``cql_type`` (the base, the visitor), ``scalar_types``,
-``collection_types``, ``record_types``, ``type_parser``, ``json_form``.
+``byte_order``, ``canonical_forms``, ``native_kinds``, ``cql_type`` (the base, the visitor),
+``scalar_types``, ``collection_types``, ``record_types``, ``type_parser``, ``json_form``.
 """
 
 from cassandra_model.cql_types.collection_types import ListType, MapType, SetType, VectorType

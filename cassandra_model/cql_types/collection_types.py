@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from cassandra_model.cql_types import byte_order
+from cassandra_model.cql_types import byte_order, canonical_forms
 from cassandra_model.cql_types.cql_type import (
     CellLayout,
     CqlType,
@@ -98,6 +98,9 @@ class _ElementCollection(_Sequence):
 
     def _order_encoder(self) -> byte_order.ValueEncoder:
         return byte_order.elements(self.element.order_encoder())
+
+    def _canonical_form(self) -> canonical_forms.CanonicalForm:
+        return canonical_forms.elements(self.element.canonical_form() or canonical_forms.same)
 
 
 class ListType(_ElementCollection):
@@ -218,6 +221,10 @@ class MapType(CqlType):
     def _order_encoder(self) -> byte_order.ValueEncoder:
         return byte_order.entries(self.key.order_encoder(), self.value.order_encoder())
 
+    def _canonical_form(self) -> canonical_forms.CanonicalForm:
+        same = canonical_forms.same
+        return canonical_forms.entries(self.key.canonical_form() or same, self.value.canonical_form() or same)
+
     @property
     def byte_identical(self) -> bool:
         return self.key.byte_identical and self.value.byte_identical
@@ -309,3 +316,7 @@ class VectorType(_Sequence):
 
     def _order_encoder(self) -> byte_order.ValueEncoder:
         return byte_order.vector(self.element.order_encoder(), self.element.fixed_length, self.dimension)
+
+    def _canonical_form(self) -> canonical_forms.CanonicalForm:
+        element = self.element.canonical_form() or canonical_forms.same
+        return canonical_forms.vector(element, self.element.fixed_length, self.dimension)

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
-from cassandra_model.cql_types import byte_order
+from cassandra_model.cql_types import byte_order, canonical_forms
 from cassandra_model.cql_types.json_form import plain_json
 from cassandra_model.cql_types.values import SerializedValue
 from cassandra_model.errors import ValueDecodeError
@@ -101,7 +101,7 @@ class CqlType:
     Values: ``decode`` reads serialized bytes, ``serialize`` writes them; ``from_driver`` takes a value as
     cassandra-driver returns it, ``from_event_json`` one in the clean topics' JSON form; ``to_json``
     renders a decoded value for dumps, ``cql_literal`` for statements; ``order_encoder`` orders
-    serialized values as Cassandra does.
+    serialized values as Cassandra does, ``canonical`` gives values that compare equal one form.
     """
 
     __slots__ = ("_order", "empty_ok", "fixed_length", "hashable", "multi_cell")
@@ -220,6 +220,22 @@ class CqlType:
     def byte_identical(self) -> bool:
         """True when two values compare equal only if their bytes are equal."""
         raise NotImplementedError
+
+    def canonical_form(self) -> canonical_forms.CanonicalForm | None:
+        """The function that gives a NON-EMPTY serialized value the one form of every value that compares
+        equal to it (see ``canonical_forms``), or None when equal values have equal bytes; bytes that do
+        not fit the type raise ClusteringValueError. Built on each call: callers keep it."""
+        if self.byte_identical:
+            return None
+        return byte_order.guarded(self._canonical_form(), self.cql())
+
+    def _canonical_form(self) -> canonical_forms.CanonicalForm:
+        raise NotImplementedError
+
+    def canonical(self, data: bytes) -> bytes:
+        """A serialized value in its canonical form (an empty value stays empty)."""
+        form = self.canonical_form()
+        return data if form is None or not data else form(data)
 
     # -- Python values in other forms
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from cassandra_model.cql_types import byte_order
+from cassandra_model.cql_types import byte_order, canonical_forms
 from cassandra_model.cql_types.cql_type import (
     CellLayout,
     CqlType,
@@ -70,6 +70,9 @@ class _Record(CqlType):
     @property
     def byte_identical(self) -> bool:
         return False  # trailing null fields make different bytes compare equal
+
+    def _canonical_form(self) -> canonical_forms.CanonicalForm:
+        return canonical_forms.fields([t.canonical_form() or canonical_forms.same for t in self.field_types])
 
     def cell_value_type(self, path: bytes) -> CqlType | None:
         types = self.field_types

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassandra_model.cql_types import byte_order
+from cassandra_model.cql_types import byte_order, canonical_forms
 from cassandra_model.cql_types.cql_type import CqlType, CqlTypeVisitor, NativeJsonReader, NativeSerializer, R
 from cassandra_model.cql_types.native_kinds import NATIVE_ALIASES, NATIVE_KINDS, NativeKind
 
@@ -51,6 +51,9 @@ class NativeType(CqlType):
     @property
     def byte_identical(self) -> bool:
         return self.kind.byte_identical
+
+    def _canonical_form(self) -> canonical_forms.CanonicalForm:
+        return self.kind.canonical or canonical_forms.same
 
     def from_driver(self, value: Any) -> Any:
         convert = self.kind.from_driver

@@ -29,6 +29,33 @@ from runtime.service_process import ServiceProcess
 
 KINDS = ("agent", "worker", "broker", "node")
 AUTH_KEYSPACE = "system_auth"
+#: seconds to wait before each further attempt to bring a stopped service back
+RESTART_BACKOFF_S = (3.0, 10.0)
+
+
+class ServiceLost(Exception):
+    """A service a fault stopped did not come back: what follows in the run would measure nothing."""
+
+    def __init__(self, service: str, attempts: int, reason: str) -> None:
+        super().__init__(f"{service} did not come back after {attempts} attempts to restart it: {reason}")
+        self.service = service
+        self.reason = reason
+
+
+def restart(
+    service: str, start: Callable[[], object], backoff_s: tuple[float, ...] = RESTART_BACKOFF_S
+) -> None:
+    """Start a service a fault stopped, retried after each pause of ``backoff_s``; ServiceLost names the
+    service and the last failure (e.g. its port taken by a client's outgoing connection)."""
+    attempts = len(backoff_s) + 1
+    for attempt in range(attempts):
+        try:
+            start()
+            return
+        except Exception as exc:
+            if attempt == attempts - 1:
+                raise ServiceLost(service, attempts, str(exc) or repr(exc)) from exc
+            time.sleep(backoff_s[attempt])
 
 
 def replicate_logins(session: Session, cluster: Cluster, nodes: int) -> bool:
@@ -111,7 +138,12 @@ class FaultPlan:
 
 @dataclass(slots=True)
 class FaultInjector:
-    """Fires the plan's faults from a thread of its own as the clients report progress."""
+    """Fires the plan's faults from a thread of its own as the clients report progress.
+
+    A client that reports reaching a fault's operation waits until that fault has begun: clients are
+    faster than faults (a node takes 20 s to come back), and without the wait every fault after the first
+    would fire once the workload was over, on an idle pipeline. With it each fault lands where the plan
+    puts it and the writes go on while it recovers."""
 
     stack: LocalStack
     agents: list[ServiceProcess]
@@ -124,7 +156,14 @@ class FaultInjector:
     records: list[FaultRecord] = field(default_factory=list)
     #: processes down on purpose right now (the supervisor leaves them alone)
     killed: set[str] = field(default_factory=set)
+    #: pauses between the attempts to bring a stopped service back
+    restart_backoff_s: tuple[float, ...] = RESTART_BACKOFF_S
+    #: why the run is invalid: a service a fault stopped did not come back (no further fault fires)
+    invalid: str | None = None
+    #: the longest a client waits for a due fault to begin
+    hold_timeout_s: float = 300.0
     _progress: int = 0
+    _begun: int = 0
     _lock: threading.Condition = field(default_factory=threading.Condition)
     _thread: threading.Thread | None = None
     _stop: bool = False
@@ -134,9 +173,16 @@ class FaultInjector:
         self._thread.start()
 
     def progress(self, done: int) -> None:
+        """``done`` operations are done; returns once every fault due by then has begun."""
         with self._lock:
             self._progress = done
             self._lock.notify_all()
+            due = sum(1 for at, _kind in self.plan.schedule if at <= done)
+            deadline = time.monotonic() + self.hold_timeout_s
+            while self._begun < due and not self._stop and self.invalid is None:
+                if time.monotonic() > deadline:
+                    break
+                self._lock.wait(0.5)
 
     def finish(self) -> None:
         """Fire what is left (the workload ended early), then wait for every recovery."""
@@ -152,12 +198,23 @@ class FaultInjector:
             with self._lock:
                 while self._progress < at and not self._stop:
                     self._lock.wait(0.5)
-            record = FaultRecord(kind, "", at, time.monotonic() - self.started_at)
-            self.records.append(record)
+                if self.invalid is not None:
+                    return
+                record = FaultRecord(kind, "", at, time.monotonic() - self.started_at)
+                self.records.append(record)
+                self._begun += 1  # the clients waiting for this fault go on
+                self._lock.notify_all()
             try:
                 self._inject(kind, rng, record)
+            except ServiceLost as exc:
+                record.error = str(exc)
+                self.invalid = str(exc)
+                self.say(f"fault {kind} on {record.target} at operation {at}: {exc}; the run is invalid")
+                return
             except Exception as exc:  # a fault that cannot be injected is reported, not fatal
                 record.error = repr(exc)
+                self.say(f"fault {kind} at operation {at} could not be injected: {exc!r}")
+                continue
             record.recovered_s = time.monotonic() - self.started_at
             self.say(f"fault {kind} on {record.target} at operation {at}: recovered after "
                      f"{record.recovered_s - record.started_s:.1f} s")  # fmt: skip
@@ -169,21 +226,27 @@ class FaultInjector:
             self.killed.add(process.name)
             process.kill()
             time.sleep(2.0)
-            process.start()
+
+            def back() -> None:
+                process.start()
+                process.wait_healthy(120)
+
+            restart(process.name, back, self.restart_backoff_s)
             self.killed.discard(process.name)
-            process.wait_healthy(120)
         elif kind == "broker":
             record.target = "kafka"
             self.stack.kafka.stop()
             time.sleep(2.0)
-            self.stack.kafka.start()
+            restart(
+                f"kafka ({self.stack.kafka.spec.bootstrap})", self.stack.kafka.start, self.restart_backoff_s
+            )
         elif kind == "node":
             nodes = self.stack.known_nodes()[1:] or self.stack.known_nodes()
             node = rng.choice(nodes)
             record.target = node.spec.name
             node.stop()
             time.sleep(self.node_down_s)
-            node.start()
+            restart(f"cassandra {node.spec.name} ({node.spec.address})", node.start, self.restart_backoff_s)
         else:
             raise ValueError(f"unknown fault kind {kind}; choose from {', '.join(KINDS)}")
 

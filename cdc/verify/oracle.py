@@ -248,10 +248,11 @@ def compare(
     expected: dict[str, dict[str, Any]], got: dict[str, dict[str, Any]], columns: Iterable[str] | None = None
 ) -> Difference:
     """Rows by key; with ``columns`` (the table's columns now), images from before a schema change are
-    compared on today's columns, as a consumer applying the latest schema reads them."""
+    compared on today's columns, as a consumer applying the latest schema reads them: a dropped column
+    leaves them, an added one reads null."""
     if columns is not None:
-        keep = set(columns)
-        got = {k: {c: v for c, v in image.items() if c in keep} for k, image in got.items()}
+        keep = list(columns)
+        got = {k: {c: image.get(c) for c in keep} for k, image in got.items()}
     return Difference(
         lost=sorted(set(expected) - set(got)),
         phantom=sorted(set(got) - set(expected)),

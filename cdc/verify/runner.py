@@ -2,6 +2,11 @@
 workers, faults while it runs, then Cassandra's `SELECT` at ALL against the workers' state and the clean
 topics, table by table, with a JSON report.
 
+This module runs it: services, clients (each operation recorded with its timing in a WriteLedger), the
+faults, the waits. The checks live beside it: live TTLs before they expire (ttl_check), the converged
+tables, every image explained and the event counts (table_checks, image_audit, event_counts), what was
+set aside (swept_aside, agent_counters), and the verdict (verdict).
+
 The run owns its topics, consumer group and keyspace (all named after the run id), so runs never see each
 other's events; the local services are shared and left running.
 
@@ -12,7 +17,6 @@ TLS, their passwords as `file:` references (cdc/local_security.py).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import queue
@@ -25,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
@@ -34,6 +37,7 @@ from cassandra.query import SimpleStatement
 from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import TableSchema
 from cdc.local_security import cassandra_config, kafka_config, local_material, with_security
+from cdc.verify.agent_counters import AgentCounters
 from cdc.verify.faults import (
     FaultInjector,
     FaultPlan,
@@ -41,23 +45,28 @@ from cdc.verify.faults import (
     replicate_logins,
     wait_for_schema_agreement,
 )
-from cdc.verify.oracle import by_key, chain_problems, compare, final_images, read_clean_topic, select_rows
-from cdc.verify.workload.operation import Operation
+from cdc.verify.ledger_index import LedgerIndex
+from cdc.verify.pipeline_wait import PipelineStalled, wait_caught_up, wait_idle
+from cdc.verify.state_scan import StateScanError
+from cdc.verify.swept_aside import AgentSource, decode_gaps, read_records, swept_aside_report
+from cdc.verify.table_checks import TableChecks, check_tables
+from cdc.verify.ttl_check import TtlCheck, check_live_ttls
+from cdc.verify.verdict import FAILED, INVALID, judged
+from cdc.verify.workload.operation import ONE, Operation
 from cdc.verify.workload.seeded_workload import Workload
+from cdc.verify.write_ledger import WriteLedger
 from infra.secure import SecureMaterial
 from infra.settings import InfraSettings
 from infra.stack import LocalStack
 from runtime.cassandra_session import cassandra_cluster
 from runtime.config import CassandraConfig, KafkaConfig
-from runtime.kafka_clients import make_admin, make_consumer, start_kafka_client
-from runtime.kafka_topics import topic_partitions
 from runtime.service_process import ServiceProcess, free_port
-from schemas.change_json import JsonChangeCodec
-from schemas.driver_rows import key_text
 
 log = logging.getLogger(__name__)
 
 RAW_PARTITIONS = 12
+#: how long the live TTL check waits for the pipeline to catch up after the workload
+CATCH_UP_TIMEOUT_S = 60.0
 
 
 @dataclass(slots=True)
@@ -94,6 +103,32 @@ def connect_cluster(cassandra: CassandraConfig) -> Cluster:
     )
 
 
+#: the counts of a judged run (cdc/verify/verdict.py), null in a run that cannot be judged
+COUNTS = (
+    "lost",
+    "phantom",
+    "wrong_values",
+    "duplicate_or_spurious_events",
+    "explained_images",
+    "unexplained_images",
+    "keys_over_bound",
+    "noop_events",
+    "duplicate_events",
+    "dead_letters",
+    "swept_aside_unexplained",
+    "ttl_compared",
+    "ttl_wrong",
+    "events_per_operation",
+    "latency_ms",
+)
+
+
+def invalid_run(reason: str) -> dict[str, Any]:
+    """The report of a run that cannot be judged: its counts are null, not zero, so no summary can read
+    them as a pass."""
+    return {"ok": False, "verdict": INVALID, "reason": reason, **dict.fromkeys(COUNTS)}
+
+
 class VerifyRun:
     def __init__(
         self, settings: InfraSettings, options: VerifyOptions, say: Callable[[str], None] = print
@@ -114,6 +149,8 @@ class VerifyRun:
         """The run's own Kafka clients' config; with the services' security once they are up."""
         self.agents: list[ServiceProcess] = []
         self.workers: list[ServiceProcess] = []
+        self.agent_sources: list[AgentSource] = []
+        self.ledger = WriteLedger()
 
     # -- processes
 
@@ -137,9 +174,11 @@ class VerifyRun:
                 "poll_interval_ms": 50,
             },
         }
-        return ServiceProcess(
+        process = ServiceProcess(
             "agent", f"agent-{node.spec.name}", with_security(config, self.material), workdir, port
         )
+        self.agent_sources.append(AgentSource(process.name, node.spec.name, workdir / "state" / "quarantine"))
+        return process
 
     def _worker(self, index: int) -> ServiceProcess:
         port = free_port()
@@ -188,6 +227,7 @@ class VerifyRun:
         )
         session = cluster.connect()
         supervisor: Supervisor | None = None
+        counters: AgentCounters | None = None
         try:
             if self.material is not None and replicate_logins(session, cluster, len(nodes)):
                 self.say(
@@ -200,6 +240,8 @@ class VerifyRun:
                 base_time_us=int(time.time() * 1_000_000),
                 ttl_range_s=options.ttl_range_s,
             )
+            replay = {"keyspace": self.keyspace, "seed": options.seed, "base_time_us": workload.base_time_us,
+                      "operations": options.operations, "ttl_range_s": list(options.ttl_range_s)}  # fmt: skip
             for statement in workload.setup_statements():
                 session.execute(SimpleStatement(statement, consistency_level=ConsistencyLevel.ALL))
             wait_for_schema_agreement(cluster)
@@ -210,6 +252,8 @@ class VerifyRun:
             for process in (*self.agents, *self.workers):
                 process.wait_healthy(180)
             self.say(f"3 agents and {len(self.workers)} workers are up")
+            counters = AgentCounters(self.agents)
+            counters.start()
 
             count = options.fault_count if options.fault_count is not None else len(options.faults)
             injector = FaultInjector(
@@ -226,20 +270,47 @@ class VerifyRun:
             workload_started = time.monotonic()
             stats = self._drive(session, cluster, workload, injector)
             injector.finish()
-            workload_s = time.monotonic() - workload_started
+            workload_ended = time.monotonic()
+            workload_s = workload_ended - workload_started
             self.say(
                 f"workload done: {stats.done} operations in {workload_s:.1f} s, errors {dict(stats.errors)}"
             )
-            idle_s = self._wait_idle(workload_ended_s=time.monotonic())
-            catalog = load_schema_from_session(session, [self.keyspace], with_system_schema=False)
-            schemas = {t.table: t for t in catalog.tables() if t.keyspace == self.keyspace}
-            report = self._compare(session, schemas, stats)
+            idle_s = 0.0
+            converged = False
+            if injector.invalid is not None:
+                report = invalid_run(injector.invalid)
+            else:
+                catalog = load_schema_from_session(session, [self.keyspace], with_system_schema=False)
+                schemas = {t.table: t for t in catalog.tables() if t.keyspace == self.keyspace}
+                ttl = self._live_ttls(session, schemas)
+                try:
+                    idle_s = wait_idle(
+                        self.kafka, self.raw_topic, self.app_id, self.agents,
+                        expiry_done_s=workload_ended + options.ttl_range_s[1] + 3.0,
+                        timeout_s=options.idle_timeout_s,
+                    )  # fmt: skip
+                    report = self._compare(session, schemas, stats, ttl)
+                    converged = True
+                except (PipelineStalled, StateScanError) as exc:
+                    report = {**invalid_run(str(exc)), "verdict": FAILED}
+            counters.stop()
+            if report.get("verdict") != INVALID:  # a stalled run's report says what was set aside too
+                swept = self._swept_aside(counters, injector)
+                report.update(
+                    swept_aside=swept,
+                    dead_letters=swept["dead_letters"],
+                    swept_aside_unexplained=swept["unexplained"],
+                )
+            if converged:
+                report = judged(report)
             supervisor.stop()
             report.update(
                 {
                     "run_id": self.run_id,
                     "seed": options.seed,
                     "operations": stats.done,
+                    "workload": replay,
+                    "writes_at_one": self.ledger.at_consistency(ONE),
                     "clients": options.clients,
                     "workers": options.workers,
                     "workload_s": round(workload_s, 1),
@@ -252,6 +323,8 @@ class VerifyRun:
                 }
             )
         finally:
+            if counters is not None:
+                counters.stop()
             if supervisor is not None:
                 supervisor.stop()
             for process in (*self.workers, *self.agents):
@@ -270,12 +343,18 @@ class VerifyRun:
         lock = threading.Lock()
         phases = workload.phases(self.options.operations)
         for number, phase in enumerate(phases):
+            if phase.after_faults:
+                injector.finish()
+                if injector.invalid is not None:
+                    break
             work: queue.Queue[Operation | None] = queue.Queue()
             for op in phase.operations:
                 work.put(op)
             threads = [
                 threading.Thread(
-                    target=self._client, args=(session, work, stats, lock, injector), daemon=True
+                    target=self._client,
+                    args=(session, work, stats, lock, injector, self.ledger),
+                    daemon=True,
                 )
                 for _ in range(self.options.clients)
             ]
@@ -285,6 +364,8 @@ class VerifyRun:
                 t.start()
             for t in threads:
                 t.join()
+            if injector.invalid is not None:
+                break
             for statement in phase.schema_change_after:
                 session.execute(SimpleStatement(statement, consistency_level=ConsistencyLevel.ALL))
                 wait_for_schema_agreement(cluster)
@@ -298,14 +379,20 @@ class VerifyRun:
         stats: ClientStats,
         lock: threading.Lock,
         injector: FaultInjector,
+        ledger: WriteLedger,
     ) -> None:
         while (op := work.get()) is not None:
-            consistency = ConsistencyLevel.QUORUM
+            if injector.invalid is not None:
+                continue  # a service is gone for good: drain the queue, the run is void anyway
+            consistency = getattr(ConsistencyLevel, op.consistency)
             statement = SimpleStatement(op.cql, consistency_level=consistency)
             if op.timestamp is None and op.kind.startswith("lwt"):
                 statement.serial_consistency_level = ConsistencyLevel.SERIAL
             error, message = None, ""
+            sent_us = time.time_ns() // 1000
+            attempts = 0
             for _attempt in range(3):
+                attempts += 1
                 try:
                     session.execute(statement, op.params)
                     error = None
@@ -313,6 +400,8 @@ class VerifyRun:
                 except Exception as exc:  # a timed-out write may or may not be applied: Cassandra decides
                     error, message = type(exc).__name__, f"{exc} ({op.cql[:200]})"
                     time.sleep(0.5)
+            done_us = time.time_ns() // 1000
+            ledger.record(op, sent_us=sent_us, done_us=done_us, attempts=attempts, acknowledged=error is None)
             acked = time.time() * 1000
             with lock:
                 stats.done += 1
@@ -324,107 +413,64 @@ class VerifyRun:
                 done = stats.done
             injector.progress(done)
 
-    # -- waiting for the pipeline
+    # -- checking
 
-    def _wait_idle(self, *, workload_ended_s: float) -> float:
-        """Until every TTL written has expired (and its change had time to go out), the agents have
-        nothing left to send, the raw topic stops growing and the workers' group has consumed it all."""
-        began = time.monotonic()
-        expiry_done = workload_ended_s + self.options.ttl_range_s[1] + 3.0
-        deadline = began + self.options.idle_timeout_s
-        stable_since: float | None = None
-        last_end: int | None = None
-        while True:
-            now = time.monotonic()
-            if now > deadline:
-                raise RuntimeError(f"the pipeline is not idle after {self.options.idle_timeout_s:.0f} s")
-            end, lag = asyncio.run(_raw_end_and_lag(self.kafka, self.raw_topic, self.app_id))
-            agents_idle = all(_agent_lag(a) == 0 for a in self.agents)
-            if end != last_end or not agents_idle or lag:
-                stable_since, last_end = None, end
-            elif stable_since is None:
-                stable_since = now
-            if stable_since is not None and now - stable_since >= 3.0 and now >= expiry_done:
-                return now - began
-            time.sleep(0.5)
-
-    # -- comparing
-
-    def _compare(self, session: Any, schemas: dict[str, TableSchema], stats: ClientStats) -> dict[str, Any]:
-        codec = JsonChangeCodec()
-        kafka = self.kafka
-        tables: dict[str, Any] = {}
-        totals = Counter[str]()
-        latencies: list[float] = []
-        for name, schema in sorted(schemas.items()):
-            expected = select_rows(session, schema)
-            events = read_clean_topic(kafka, f"{self.prefix}.{self.keyspace}.{name}", codec)
-            problems = [p for history in by_key(events).values() for p in chain_problems(history)]
-            columns = [c.name for c in schema.all_columns()]
-            clean = compare(expected, final_images(events), columns)
-            state = compare(expected, self._state_rows(schema, expected, events))
-            changes = sum(1 for e in events if e.value is not None)
-            tables[name] = {
-                "rows": len(expected),
-                "change_events": changes,
-                "clean_topic": clean.summary(),
-                "worker_state": state.summary(),
-                "history_problems": len(problems),
-                "history_examples": problems[:5],
+    def _live_ttls(self, session: Any, schemas: dict[str, TableSchema]) -> dict[str, Any]:
+        """Live TTL cells against the workers' state, as soon as the pipeline has caught up."""
+        waited = wait_caught_up(
+            self.kafka, self.raw_topic, self.app_id, self.agents, timeout_s=CATCH_UP_TIMEOUT_S
+        )
+        if waited is None:
+            self.say(f"live TTLs not compared: the pipeline did not catch up in {CATCH_UP_TIMEOUT_S:.0f} s")
+            return {**TtlCheck().summary(), "skipped": f"not caught up in {CATCH_UP_TIMEOUT_S:.0f} s"}
+        try:
+            check = check_live_ttls(session, schemas, self.workers, RAW_PARTITIONS)
+        except Exception as exc:  # a check that could not run must not pass: it counts as a wrong cell
+            self.say(f"live TTLs could not be compared: {exc!r}")
+            return {
+                **TtlCheck().summary(),
+                "wrong": 1,
+                "examples": [{"problem": f"the check failed: {exc!r}"}],
             }
-            totals["lost"] += len(clean.lost) + len(state.lost)
-            totals["phantom"] += len(clean.phantom) + len(state.phantom)
-            totals["wrong"] += len(clean.wrong) + len(state.wrong)
-            totals["duplicate_or_spurious"] += len(problems)
-            totals["change_events"] += changes
-            first_seen: dict[int, int] = {}
-            for event in events:
-                if event.value is None:
-                    continue
-                written = event.value["source"].get("write_time_us")
-                if written is not None and (
-                    written not in first_seen or event.timestamp_ms < first_seen[written]
-                ):
-                    first_seen[written] = event.timestamp_ms
-            latencies.extend(first_seen[t] - ack for t, ack in stats.acks_ms.items() if t in first_seen)
-        latencies.sort()
-        ok = not (totals["lost"] or totals["phantom"] or totals["wrong"] or totals["duplicate_or_spurious"])
+        self.say(f"live TTLs after catching up in {waited:.1f} s: {check.compared} cells compared, "
+                 f"{len(check.wrong)} wrong, {check.expiring} too close to expiry")  # fmt: skip
+        return {**check.summary(), "caught_up_after_s": round(waited, 1)}
+
+    def _compare(
+        self, session: Any, schemas: dict[str, TableSchema], stats: ClientStats, ttl: dict[str, Any]
+    ) -> dict[str, Any]:
+        index = LedgerIndex(self.ledger.issued(), schemas)
+        results = check_tables(
+            session,
+            schemas,
+            TableChecks(
+                kafka=self.kafka,
+                topic_of=lambda table: f"{self.prefix}.{self.keyspace}.{table}",
+                workers=self.workers,
+                raw_partitions=RAW_PARTITIONS,
+                index=index,
+                acks_ms=stats.acks_ms,
+            ),
+        )
+        latencies = results.pop("latencies_ms")
         return {
-            "ok": ok,
-            "lost": totals["lost"],
-            "phantom": totals["phantom"],
-            "wrong_values": totals["wrong"],
-            "duplicate_or_spurious_events": totals["duplicate_or_spurious"],
-            "change_events": totals["change_events"],
-            "events_per_operation": round(totals["change_events"] / max(1, stats.done), 3),
+            **results,
+            "events_per_operation": round(results["change_events"] / max(1, stats.done), 3),
             "latency_ms": _percentiles(latencies),
-            "tables": tables,
+            "ttl_compared": ttl["compared"],
+            "ttl_wrong": ttl["wrong"],
+            "ttl": ttl,
+            "writes_unknown_tables": dict(index.unknown_tables),
         }
 
-    def _state_rows(
-        self, schema: TableSchema, expected: dict[str, dict[str, Any]], events: list[Any]
-    ) -> dict[str, dict[str, Any]]:
-        """The rows the workers hold for every key Cassandra or the clean topic knows, read over REST."""
-        keys = set(expected) | {e.key_text for e in events}
-        worker = next((w for w in self.workers if w.healthy()), self.workers[0])
-        names = [c.name for c in schema.partition_key]
-        out: dict[str, dict[str, Any]] = {}
-        for text in sorted(keys):
-            key = json.loads(text)
-            static_only = any(key[c.name] is None for c in schema.clustering)
-            asked = {n: key[n] for n in names} if static_only else key
-            got = worker.get_json(
-                f"/rows/{schema.keyspace}/{schema.table}?key={quote(json.dumps(asked), safe='')}",
-                timeout_s=15,
-            )
-            if got is None or got[0] != 200:
-                raise RuntimeError(f"REST row {text} of {schema.table} failed: {got}")
-            for row in got[1]["rows"]:
-                values = row["values"]
-                if static_only and any(values[c.name] is not None for c in schema.clustering):
-                    continue
-                out[key_text({k: values[k] for k in key})] = values
-        return out
+    def _swept_aside(self, counters: AgentCounters, injector: FaultInjector) -> dict[str, Any]:
+        return swept_aside_report(
+            dead_letters=read_records(self.kafka, f"{self.app_id}.dead-letter"),
+            gaps=decode_gaps(read_records(self.kafka, f"{self.raw_topic}.gaps")),
+            sources=self.agent_sources,
+            counters=counters.totals(),
+            faults=[r.as_dict() for r in injector.records],
+        )
 
 
 def _percentiles(values: list[float]) -> dict[str, float | int | None]:
@@ -442,32 +488,3 @@ def _percentiles(values: list[float]) -> dict[str, float | int | None]:
         "max": round(values[-1], 1),
         "mean": round(statistics.fmean(values), 1),
     }
-
-
-def _agent_lag(agent: ServiceProcess) -> float | None:
-    got = agent.get("/metrics", 3.0)
-    if got is None or got[0] != 200:
-        return None
-    for line in got[1].decode().splitlines():
-        if line.startswith("cdc_agent_lag_bytes "):
-            return float(line.split()[1])
-    return None
-
-
-async def _raw_end_and_lag(kafka: KafkaConfig, topic: str, group: str) -> tuple[int, int]:
-    consumer = make_consumer(kafka, enable_auto_commit=False)
-    admin = make_admin(kafka)
-    await start_kafka_client(consumer, kafka)
-    await start_kafka_client(admin, kafka)
-    try:
-        tps = await topic_partitions(consumer, topic)
-        ends = await consumer.end_offsets(tps) if tps else {}
-        committed = await admin.list_consumer_group_offsets(group)
-    finally:
-        await consumer.stop()
-        await admin.close()
-    lag = 0
-    for tp, end in ends.items():
-        meta = committed.get(tp)
-        lag += end - (meta.offset if meta is not None and meta.offset >= 0 else 0)
-    return sum(ends.values()), lag

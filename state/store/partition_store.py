@@ -32,6 +32,7 @@ from rocksdict import (
     WriteOptions,
 )
 
+from cassandra_model.table_schema import TableSchema
 from state.errors import StoreError
 from state.partition_state import PartitionState
 from state.store.codec import decode_header_value, decode_row_value
@@ -94,6 +95,16 @@ class StoreOptions:
     #: store keeps the rows such a deletion covers as they were; see state.store.transaction). A wider
     #: deletion is purged over several transactions, a second apart, and stays in force until then
     shadow_rows_per_transaction: int = 20_000
+    #: the shortest time (s) a tombstone or an expired cell stays, whatever the table's gc_grace_seconds:
+    #: the store purges at max(gc_grace_seconds, this). Cassandra's rule alone (0) lets a copy that comes
+    #: later than gc_grace_seconds bring deleted data back; the worker's copies come late by design
+    #: (several replicas, hints, a redelivery after the digest horizon), so it sets its tombstone floor
+    tombstone_floor_s: int = 0
+
+    def gc_grace_seconds(self, schema: TableSchema) -> int:
+        """How long after its local deletion time a tombstone or expired cell of ``schema``'s table
+        stays in this store."""
+        return max(schema.gc_grace_seconds, self.tombstone_floor_s)
 
 
 def _rocks_options(options: StoreOptions) -> Options:

@@ -19,7 +19,8 @@ one more thing: whether some other row exists, because a partition with live sta
 shows a static-only row. For that a load adds one "witness": the first row, in clustering order, that
 exists and that the update cannot touch.
 
-Saves purge tombstones past gc_grace_seconds, write only rows whose bytes change, and keep the due
+Saves purge tombstones past gc_grace_seconds (or the store's longer ``tombstone_floor_s``: a copy of an
+older write that comes later must still meet them), write only rows whose bytes change, and keep the due
 index (``X`` keys, see state.store.keys) exact: every row and header has one entry at the earliest second at
 which a live cell or liveness expires or a tombstone becomes purgeable, or none.
 """
@@ -73,6 +74,8 @@ _DUE_KIND = DUE[0]
 _DIGEST_AGE_KIND = DIGEST_AGE[0]
 #: meta names the store writes itself at commit; not part of the changelog
 RESERVED_META = frozenset({"source_offset", "changelog_offset", "format", "partition"})
+#: in a savepoint's undo record: the key was not in the overlay
+_ABSENT = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,17 @@ class DueExpiry:
     partition_key: bytes
     clustering_key: bytes | None
     at_s: int
+
+
+def _scan_group(key: bytes) -> bytes | None:
+    """The group a written key is scanned with: its partition's row prefix, or the X or E kind byte
+    (None: a key no scan reads, such as a header, a digest or a meta value)."""
+    kind = key[0]
+    if kind == _ROW_KIND:
+        return row_group(key)
+    if kind in (_DUE_KIND, _DIGEST_AGE_KIND):
+        return key[:1]
+    return None
 
 
 def _purge_time(row: RowState) -> int | None:
@@ -158,6 +172,9 @@ class StateTransaction:
         self.writes = 0
         #: rows this transaction may still rewrite before it purges a partition or range deletion
         self.shadow_budget = store.options.shadow_rows_per_transaction
+        #: since the savepoint: each key's overlay value before its first write (``_ABSENT``: none)
+        self._undo: dict[bytes, object] | None = None
+        self._savepoint_budget = self.shadow_budget
 
     def __enter__(self) -> StateTransaction:
         return self
@@ -200,10 +217,13 @@ class StateTransaction:
         return known[key] if key in known else self._get(key)
 
     def _put(self, key: bytes, value: bytes | None) -> None:
+        undo = self._undo
+        if undo is not None and key not in undo:
+            undo[key] = self._overlay.get(key, _ABSENT)
         self._overlay[key] = value
         self._unseen_digest = None
         self.writes += 1
-        kind = key[0]
+        kind = key[0]  # _scan_group, inlined: this runs for every write of every event
         if kind == _ROW_KIND:
             group = row_group(key)
         elif kind in (_DUE_KIND, _DIGEST_AGE_KIND):
@@ -386,15 +406,16 @@ class StateTransaction:
         """Write back the rows at ``keys`` (deleted when absent from ``state.rows`` or empty after the
         purge) and, with ``header`` (or a None in ``keys``), the header.
 
-        Tombstones and dead data older than ``now_s - gc_grace_seconds`` are purged first, IN PLACE
-        (the rows of ``state``; a row purged empty stays in ``state.rows``, empty). Only values whose
-        bytes change are written, each with its due-index entry. Save every row whose stored state
-        changed (``ApplyResult.rows``) and every row a change names, after the changes are computed.
+        Tombstones and dead data older than ``now_s - gc_grace_seconds`` (never less than the store's
+        ``tombstone_floor_s``, see StoreOptions) are purged first, IN PLACE (the rows of ``state``; a
+        row purged empty stays in ``state.rows``, empty). Only values whose bytes change are written,
+        each with its due-index entry. Save every row whose stored state changed (``ApplyResult.rows``)
+        and every row a change names, after the changes are computed.
         """
         self._check_open()
         table_id = schema.table_id.bytes
         partition_key = state.partition_key
-        gc_grace = schema.gc_grace_seconds
+        gc_grace = self._store.options.gc_grace_seconds(schema)
         prefix = row_prefix(table_id, partition_key)
         for ck in keys:
             if ck is None:
@@ -551,6 +572,40 @@ class StateTransaction:
             raise StoreError(f"meta {name!r} of partition {self._store.partition} is written by the store")
         self._put(meta_key(name), value)
 
+    # -- savepoints
+
+    def savepoint(self) -> None:
+        """Mark this point of the transaction; ``rollback_to_savepoint`` forgets every write made since.
+
+        One savepoint at a time (a new one replaces the last). The worker sets one before each raw event,
+        so an event whose merge fails half-way (a value that does not decode while its change is built)
+        is taken out whole and the batch goes on without it. The cost is one dictionary per savepoint and
+        a lookup per write."""
+        self._check_open()
+        self._undo = {}
+        self._savepoint_budget = self.shadow_budget
+
+    def rollback_to_savepoint(self) -> None:
+        """Undo every write since the savepoint (which stays set, now empty); reads see the state as it
+        was there."""
+        self._check_open()
+        undo = self._undo
+        if undo is None:
+            raise StoreError(f"the transaction on partition {self._store.partition} has no savepoint")
+        overlay, known = self._overlay, self._known
+        for key, old in undo.items():
+            known.pop(key, None)  # a later save reads the value again (from the overlay or RocksDB)
+            if old is _ABSENT:
+                del overlay[key]
+                group = _scan_group(key)
+                if group is not None:
+                    self._groups[group].discard(key)
+            else:
+                overlay[key] = old  # type: ignore[assignment]
+        undo.clear()
+        self._unseen_digest = None
+        self.shadow_budget = self._savepoint_budget
+
     # -- ending
 
     def changelog(self) -> list[tuple[bytes, bytes | None]]:
@@ -576,4 +631,5 @@ class StateTransaction:
         self._overlay = {}
         self._groups = {}
         self._known = {}
+        self._undo = None
         self._store.transaction_ended(self)

@@ -46,7 +46,7 @@ def _latest(spark: Any, schema: TableSchema, changes: list[tuple[int, int, dict[
     for offset, key, after in changes:
         source = ChangeSource("test", schema.keyspace, schema.table, 1_000 + offset, "node1", 1, offset)
         envelope = {"before": None, "after": after, "op": "d" if after is None else "u", "ts_ms": offset}
-        value = codec.encode_value(schema, envelope | {"source": source.as_dict()})
+        value = codec.encode_value(schema, envelope | {"source": source.as_dict(offset)})
         key_text = codec.encode_key(schema, {"id": key}).decode()
         rows.append((key_text, bytearray(value), 0, offset, offset))
     return spark.createDataFrame(rows, _LATEST)

@@ -201,7 +201,7 @@ def test_bootstrap_reads_every_row_then_updates_carry_its_image_and_a_rerun_adds
     for key, history in histories.items():
         assert [e.value["op"] for e in history] == ["r"], f"{key}: {[e.value for e in history]}"
         (read,) = history
-        assert read.value["before"] is None and read.value["source"]["snapshot"] is True
+        assert read.value["before"] is None and read.value["source"]["snapshot"] == "true"
         assert read.value["after"] == expected[key], f"{key}: {read.value['after']} != {expected[key]}"
 
     # the snapshot events went to the partition the agents' events of the same key use
@@ -234,7 +234,7 @@ def test_bootstrap_reads_every_row_then_updates_carry_its_image_and_a_rerun_adds
     )
     read, update = _keyed(deployment.events())[wanted]
     assert read.value["op"] == "r"
-    assert update.value["op"] == "u" and update.value["source"]["snapshot"] is False
+    assert update.value["op"] == "u" and update.value["source"]["snapshot"] == "false"
     assert update.value["before"] == read.value["after"]
     assert update.value["after"] == select_rows(session, deployment.schema)[wanted]
 
@@ -303,4 +303,4 @@ def test_a_snapshot_older_than_a_live_write_loses_whatever_the_arrival_order(
         assert last["after"] == expected[wanted], f"{wanted}: {last['after']} != {expected[wanted]}"
     assert expected[key_text({"pk": pk, "ck": "b"})]["v"] == 555
     late = histories[key_text({"pk": pk, "ck": "b"})][-1].value
-    assert late["source"]["snapshot"] is False, "the older snapshot changed the row after the live write"
+    assert late["source"]["snapshot"] == "false", "the older snapshot changed the row after the live write"

@@ -304,7 +304,7 @@ async def _fill_clean_topic(secured: Secured, topic: str) -> int:
                 "before": None,
                 "after": image,
                 "op": "r",
-                "source": {"write_time_us": now_ms * 1000, "snapshot": True},
+                "source": {"write_time_us": now_ms * 1000, "snapshot": "true"},
                 "ts_ms": now_ms,
             }
             await producer.send(

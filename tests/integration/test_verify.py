@@ -1,6 +1,7 @@
 """`cdc verify` short run: the correctness contract on the real three-node cluster, with one fault of each
 kind (agent and worker kill -9, broker restart, a node stopped while writes go on), checked against
-Cassandra's SELECT at ALL."""
+Cassandra's SELECT at ALL; every intermediate image explained by the clients' writes, no duplicate or no-op
+event, nothing set aside, the whole worker state scanned, live TTLs compared, part of the writes at ONE."""
 
 from __future__ import annotations
 
@@ -41,7 +42,12 @@ def test_short_run_with_every_fault_loses_invents_and_repeats_nothing(
         f"{summary}\n{tables}"
     )
     assert report["duplicate_or_spurious_events"] == 0, f"{summary}\n{tables}"
-    assert report["ok"] is True
+    assert report["unexplained_images"] == 0 and report["explained_images"] > 0, f"{summary}\n{tables}"
+    assert report["duplicate_events"] == report["noop_events"] == report["keys_over_bound"] == 0, summary
+    assert report["dead_letters"] == 0 and report["swept_aside_unexplained"] == 0, report["swept_aside"]
+    assert report["ttl_wrong"] == 0 and report["ttl_compared"] > 0, report["ttl"]
+    assert report["writes_at_one"] > 0, summary
+    assert report["ok"] is True and report["verdict"] == "clean", report.get("failures")
     assert not report["unexpected_exits"], report["unexpected_exits"]
     assert sorted(f["kind"] for f in report["faults"]) == sorted(KINDS), report["faults"]
     assert all(f["error"] is None for f in report["faults"]), report["faults"]

@@ -24,7 +24,8 @@ from cdc.demo.table import KEYSPACE, TABLE
 from cdc.demo.topics import CLEAN_TOPIC, RAW_TOPIC
 from cdc.local_security import cassandra_config, kafka_config
 from cdc.verify.oracle import final_images, read_clean_topic, select_rows
-from cdc.verify.runner import _raw_end_and_lag, connect_cluster
+from cdc.verify.pipeline_wait import raw_end_and_lag
+from cdc.verify.runner import connect_cluster
 from infra.secure import SecureMaterial
 from infra.settings import InfraSettings
 from infra.stack import LocalStack
@@ -95,7 +96,7 @@ def test_demo_runs_on_secured_services_and_writes_no_password(
     # cdc verify's clients, with the configs it builds for its own use
     kafka = kafka_config(material, bootstrap_servers=secure_stack.kafka.spec.bootstrap)
     app_id = yaml.safe_load((demo / "worker.yaml").read_text())["worker"]["app_id"]
-    end, lag = asyncio.run(_raw_end_and_lag(kafka, RAW_TOPIC, app_id))
+    end, lag = asyncio.run(raw_end_and_lag(kafka, RAW_TOPIC, app_id))
     assert end > 0 and lag == 0
     cluster = connect_cluster(cassandra_config(material, port=settings.cql_port))
     try:

@@ -15,7 +15,7 @@ import random
 import subprocess
 import sys
 import time
-import urllib.parse
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +30,7 @@ from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import by_key, chain_problems, compare, final_images, read_clean_topic, select_rows
 from infra.cassandra import CassandraNode
+from infra.registry import SchemaRegistry
 from schemas.change_avro import AvroChangeCodec
 from schemas.change_codec import ChangeCodec
 from schemas.change_json import JsonChangeCodec
@@ -48,7 +49,6 @@ from tests.integration.worker_harness import (
     publish_through_agent,
     worker_config,
 )
-from tests.schema_registry_stub import running_registry
 
 RAW_PARTITIONS = 6
 #: long enough that the TTL'd rows are still live when the worker first merges them (the agent alone can
@@ -306,26 +306,24 @@ def test_kill_9_and_a_new_worker_on_an_empty_folder_lose_and_repeat_nothing(
 
 
 def test_avro_clean_topics_in_the_confluent_wire_format_decode_to_cassandras_rows(
-    kafka_bootstrap: str, session: Any, workload: Workload, tmp_path: Path
+    kafka_bootstrap: str, session: Any, workload: Workload, tmp_path: Path, schema_registry: SchemaRegistry
 ) -> None:
-    """encoding: avro registers each table's key and value schemas and frames every record with its id."""
+    """encoding: avro registers each table's key and value schemas in the real registry and frames every
+    record with its id."""
+    url = schema_registry.spec.ccompat_url
     run = pipeline(kafka_bootstrap, workload, tmp_path, copies=2, seed=3)
-    with running_registry() as (url, registry):
-        worker = run.worker("avro", encoding="avro", schema_registry_url=url)
-        try:
-            worker.start()
-            worker.wait_healthy(90)
-            wait_until(lambda: run.lag() == 0, 120, lambda: worker.log_tail())
-            time.sleep(max(0.0, workload.expires_by - time.time()) + 3)
-            codec = AvroChangeCodec(HttpSchemaRegistryClient(url), run.prefix)
-            counts = check_clean_topics(kafka_bootstrap, session, workload, run.prefix, codec)
-        finally:
-            worker.ensure_stopped()
-    subjects = {
-        urllib.parse.unquote(path.split("/")[2])
-        for method, path, _, _ in registry.requests
-        if method == "POST"
-    }
+    worker = run.worker("avro", encoding="avro", schema_registry_url=url)
+    try:
+        worker.start()
+        worker.wait_healthy(90)
+        wait_until(lambda: run.lag() == 0, 120, lambda: worker.log_tail())
+        time.sleep(max(0.0, workload.expires_by - time.time()) + 3)
+        codec = AvroChangeCodec(HttpSchemaRegistryClient(url), run.prefix)
+        counts = check_clean_topics(kafka_bootstrap, session, workload, run.prefix, codec)
+    finally:
+        worker.ensure_stopped()
+    with urllib.request.urlopen(f"{url}/subjects", timeout=10) as response:
+        subjects = {s for s in json.loads(response.read()) if s.startswith(f"{run.prefix}.")}
     expected = {f"{run.prefix}.{workload.keyspace}.{t}-{part}" for t in counts for part in ("key", "value")}
     assert subjects == expected, f"registered subjects {sorted(subjects)}"
 

@@ -30,6 +30,8 @@ from app import batch_loop
 from app.batch_loop import BatchLoop, Topics
 from app.change_processor import ChangeProcessor
 from app.errors import TransactionFailed
+from app.group_offsets import GroupOffsets
+from app.partition_producers import PartitionProducers, partition_transactional_id
 from app.partition_states import PartitionStates, changelog_topic
 from app.transactional_sink import Outgoing, TransactionalSink
 from app.worker_stats import WorkerStats
@@ -158,25 +160,32 @@ class Core:
     loop: BatchLoop
     stats: WorkerStats
     partitions: PartitionStates
-    sink: TransactionalSink
+    producers: PartitionProducers
 
 
 @asynccontextmanager
 async def worker_core(
-    dep: Deployment, data: Path, *, worker_id: str = "w1", digest_horizon_s: int = 3600
+    dep: Deployment,
+    data: Path,
+    *,
+    digest_horizon_s: int = 3600,
+    bootstrap: str | None = None,
+    assigned: set[int] | None = None,
 ) -> AsyncIterator[Core]:
+    """A worker's batch loop owning ``assigned`` raw partitions (default: all), its Kafka clients on
+    ``bootstrap`` (default: the deployment's broker)."""
     stats = WorkerStats()
     topics = dep.topics
-    schemas = TableSchemas(KafkaConfig(bootstrap_servers=dep.bootstrap), dep.schema_topic)
-    kafka = KafkaConfig(bootstrap_servers=dep.bootstrap)
+    kafka = KafkaConfig(bootstrap_servers=bootstrap or dep.bootstrap)
+    schemas = TableSchemas(kafka, dep.schema_topic)
     partitions = PartitionStates(
         data, kafka, topics.changelog, StoreOptions(block_cache_bytes=4 << 20), stats
     )
-    sink = TransactionalSink(kafka, f"{dep.app_id}-{worker_id}", transaction_timeout_ms=10_000)
+    producers = PartitionProducers(kafka, dep.app_id, transaction_timeout_ms=10_000)
+    offsets = GroupOffsets(kafka, dep.app_id, dep.raw_topic)
     await schemas.start()
     try:
-        await sink.start()
-        partitions.assign(set(range(RAW_PARTITIONS)))
+        partitions.assign(set(range(RAW_PARTITIONS)) if assigned is None else assigned)
         loop = BatchLoop(
             kafka=kafka,
             topics=topics,
@@ -185,14 +194,16 @@ async def worker_core(
             processor=ChangeProcessor(
                 cluster="c", topic_prefix=dep.prefix, codec=JsonChangeCodec(), stats=stats
             ),
-            sink=sink,
+            producers=producers,
+            group_offsets=offsets,
             stats=stats,
             digest_horizon_s=digest_horizon_s,
         )
-        yield Core(loop, stats, partitions, sink)
+        yield Core(loop, stats, partitions, producers)
     finally:
         with suppress(Exception):
-            await sink.stop()
+            await producers.stop()
+        await offsets.stop()
         await schemas.stop()
         partitions.close()
 
@@ -270,8 +281,8 @@ def batch_retries(caplog: pytest.LogCaptureFixture) -> list[str]:
     ]
 
 
-def counter(stats: WorkerStats, name: str) -> float:
-    value = stats.registry.get_sample_value(name)
+def counter(stats: WorkerStats, name: str, labels: dict[str, str] | None = None) -> float:
+    value = stats.registry.get_sample_value(name, labels)
     assert value is not None, name
     return value
 
@@ -314,9 +325,9 @@ def test_one_batch_commits_its_changes_dead_letters_state_and_offsets_together(
             assert ops(history) == [(1, "c"), (2, "c"), (3, "c"), (3, "u")]
             updated = history[3][2]
             assert updated is not None and (updated["before"]["v"], updated["after"]["v"]) == (3, 33)
-            dead = await committed(kafka_bootstrap, dep.topics.dead_letter)
-            assert [(k, v) for _, _, k, v in dead] == [
-                (records[3].key, None),
+            dead = await committed(kafka_bootstrap, dep.topics.dead_letter)  # raw partitions commit apart
+            assert sorted((k, v or b"") for _, _, k, v in dead) == [
+                (records[3].key, b""),
                 (records[5].key, b"not a raw event"),
             ]
 
@@ -355,7 +366,7 @@ def test_a_new_worker_restores_the_changelog_and_carries_the_histories_on(
         dep = await deploy(kafka_bootstrap)
         first = insert(dep, 1, 1, 10)
         records = await dep.produce([(0, "users", first), (1, "users", insert(dep, 2, 2, 10))])
-        async with worker_core(dep, tmp_path / "one", worker_id="one") as core:
+        async with worker_core(dep, tmp_path / "one") as core:
             await core.loop.process(records)
         more = await dep.produce(
             [
@@ -363,7 +374,7 @@ def test_a_new_worker_restores_the_changelog_and_carries_the_histories_on(
                 (0, "users", dep.builder().event(Write(1, (), {"v": 7}, ts=30))),
             ]
         )
-        async with worker_core(dep, tmp_path / "two", worker_id="two") as core:
+        async with worker_core(dep, tmp_path / "two") as core:
             await core.loop.restore_assigned()
             restored = counter(core.stats, "cdc_worker_restored_changelog_records_total")
             changelog = await committed(kafka_bootstrap, dep.topics.changelog)
@@ -386,9 +397,9 @@ def test_a_fenced_commit_stops_the_batch_at_once_with_nothing_committed(
     successor back), the local state stays as it was, and nothing of the batch ever shows.
 
     FAKE, on purpose: the broker's ProducerFenced is injected at the commit (``commit_transaction``
-    raises it). A real successor does fence this worker, but which error aiokafka then reports depends on
-    a race (see the xfail test below), so the fatal path cannot be reached on demand with a real fence.
-    The real successor starts right after, as it would, and aborts the transaction left open."""
+    raises it), in both raw partitions' transactions. A real successor fences this worker too (see the
+    tests below), but always before the commit is asked for; this reaches the commit's own fence path.
+    The real successors start right after, as they would, and abort the transactions left open."""
     monkeypatch.setattr(batch_loop, "RETRY_FOR_S", 1.0)  # a wrong retry fails the test at once
 
     async def fenced(self: AIOKafkaProducer) -> None:
@@ -407,12 +418,12 @@ def test_a_fenced_commit_stops_the_batch_at_once_with_nothing_committed(
             monkeypatch.undo()
             assert failed.value.fatal, failed.value
             assert not batch_retries(caplog), "a fenced batch was retried"
-            assert counter(core.stats, "cdc_worker_transactions_failed_total") == 1
+            assert counter(core.stats, "cdc_worker_transactions_failed_total") == RAW_PARTITIONS
             for p in range(RAW_PARTITIONS):
                 store = core.partitions.store(p)
                 assert (store.source_offset, store.count_rows()) == (None, 0), "the local state moved on"
-            async with started_sink(kafka_bootstrap, core.sink.transactional_id):
-                pass  # the successor: registering its id aborts the transaction left open
+                async with started_sink(kafka_bootstrap, partition_transactional_id(dep.app_id, p)):
+                    pass  # the successor: registering its id aborts the transaction left open
         assert await changes(kafka_bootstrap, dep.clean_topic()) == []
         assert await committed(kafka_bootstrap, dep.topics.changelog) == []
         assert await group_offsets(kafka_bootstrap, dep.app_id, dep.raw_topic) == {}
@@ -420,18 +431,13 @@ def test_a_fenced_commit_stops_the_batch_at_once_with_nothing_committed(
     asyncio.run(main())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a fence that aiokafka's sender meets first (AddPartitionsToTxn) turns later calls into "
-    "IllegalOperation('... not in transaction'), which TransactionalSink reports as retryable; the batch "
-    "loop then restarts its producer, fences its successor back and commits the batch",
-)
 def test_a_worker_fenced_between_batches_stops_instead_of_fencing_its_successor_back(
     kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The successor (same worker id) starts while this worker is between batches. The next batch sends
-    4 records early, then waits for a schema; meanwhile the fence comes back to the producer. The batch
-    must stop as fenced, and leave the successor alone."""
+    """The successor of raw partition 0 registers its transactional id while this worker is between
+    batches. The next batch sends 4 records early, then waits for a schema; meanwhile the fence comes back
+    to the producer (aiokafka's sender meets it first, adding the partition). The batch must stop as
+    fenced, and leave the successor alone."""
     monkeypatch.setattr(batch_loop, "SEND_EARLY_RECORDS", 4)
 
     async def main() -> None:
@@ -442,7 +448,7 @@ def test_a_worker_fenced_between_batches_stops_instead_of_fencing_its_successor_
         )
         async with worker_core(dep, tmp_path) as core:
             await core.loop.restore_assigned()
-            async with started_sink(kafka_bootstrap, core.sink.transactional_id) as successor:
+            async with started_sink(kafka_bootstrap, partition_transactional_id(dep.app_id, 0)) as successor:
                 task = asyncio.create_task(core.loop.process(records))
                 await asyncio.sleep(0.5)
                 await dep.publish_schema("late")
@@ -450,7 +456,7 @@ def test_a_worker_fenced_between_batches_stops_instead_of_fencing_its_successor_
                     await task
                 assert failed.value.fatal, failed.value
                 tx = await successor.begin()  # not fenced back
-                await tx.send_all([(dep.topics.dead_letter, b"k", b"successor", 0)])
+                await tx.send_all([(dep.topics.dead_letter, b"k", b"successor", 0, ())])
                 await tx.commit({}, "unused-group")
         assert await changes(kafka_bootstrap, dep.clean_topic()) == []
 
@@ -466,7 +472,8 @@ def test_a_batch_whose_transaction_cannot_begin_is_retried_with_a_new_producer_a
             [(0, "users", insert(dep, 1, 1, 10)), (1, "users", insert(dep, 2, 2, 10))]
         )
         async with worker_core(dep, tmp_path) as core:
-            await core.sink.stop()  # the producer is gone (a restart that failed earlier)
+            await core.loop.restore_assigned()
+            await core.producers.stop()  # the producers are gone (a registration that failed earlier)
             caplog.set_level(logging.WARNING, logger="app.batch_loop")
             started = time.monotonic()
             assert await core.loop.process(records) == 2
@@ -479,11 +486,6 @@ def test_a_batch_whose_transaction_cannot_begin_is_retried_with_a_new_producer_a
     asyncio.run(main())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: outcomes and emitted counts are recorded while merging, so a batch merged again after a "
-    "failed attempt counts its events twice (/stats and the Prometheus counters)",
-)
 def test_a_retried_batch_counts_its_events_once(kafka_bootstrap: str, tmp_path: Path) -> None:
     async def main() -> None:
         dep = await deploy(kafka_bootstrap)
@@ -491,11 +493,14 @@ def test_a_retried_batch_counts_its_events_once(kafka_bootstrap: str, tmp_path: 
             [(0, "users", insert(dep, 1, 1, 10)), (1, "users", insert(dep, 2, 2, 10))]
         )
         async with worker_core(dep, tmp_path) as core:
-            await core.sink.stop()  # the first attempt fails at begin, the second commits
+            await core.loop.restore_assigned()
+            await core.producers.stop()  # the first attempt fails at begin, the second commits
             assert await core.loop.process(records) == 2
             assert ops(await changes(kafka_bootstrap, dep.clean_topic())) == [(1, "c"), (2, "c")]
             table = users_stats(core.stats, dep)
             assert (table["in"], table["applied"], table["emitted"]) == (2, 2, 2), table
+            # both raw partitions' transactions failed at begin once: failed transactions count them too
+            assert counter(core.stats, "cdc_worker_transactions_failed_total") == RAW_PARTITIONS
 
     asyncio.run(main())
 
@@ -519,6 +524,7 @@ def test_a_change_the_clean_topic_refuses_is_retried_until_retry_for_s_then_stop
             assert isinstance(failed.value.__cause__, MessageSizeTooLargeError), repr(failed.value.__cause__)
             assert counter(core.stats, "cdc_worker_transactions_failed_total") == 2
             await assert_no_open_transaction(kafka_bootstrap, dep.topics.changelog)
+            await core.loop.restore_assigned()  # a failed partition is taken over again before it is used
             store = core.partitions.store(0)
             assert (store.source_offset, store.count_rows()) == (None, 0)
         assert await changes(kafka_bootstrap, dep.clean_topic()) == []
@@ -686,8 +692,8 @@ def test_records_land_where_kafkas_partitioner_puts_them_and_commit_returns_the_
     async def main() -> None:
         topic, reference = await new_topic(kafka_bootstrap, 3), await new_topic(kafka_bootstrap, 3)
         keys = [f"key-{i}".encode() for i in range(30)]
-        outgoing: list[Outgoing] = [(topic, k, b"v" + k, None) for k in keys]
-        outgoing += [(topic, None, b"no key", None), (topic, b"pinned", b"to 2", 2)]
+        outgoing: list[Outgoing] = [(topic, k, b"v" + k, None, ()) for k in keys]
+        outgoing += [(topic, None, b"no key", None, ()), (topic, b"pinned", b"to 2", 2, ())]
         async with started_sink(kafka_bootstrap) as sink:
             tx = await sink.begin()
             await tx.send_all(outgoing)
@@ -720,7 +726,7 @@ def test_records_beyond_one_record_batch_go_out_in_several_and_keep_their_order(
         values = [bytes([i]) * 100_000 for i in range(6)]  # 600 kB: three batches of at most 256 KiB
         async with started_sink(kafka_bootstrap) as sink:
             tx = await sink.begin()
-            await tx.send_all((topic, f"k{i}".encode(), v, 0) for i, v in enumerate(values))
+            await tx.send_all((topic, f"k{i}".encode(), v, 0, ()) for i, v in enumerate(values))
             assert len(tx.pending) >= 3 and tx.records == 6
             assert await tx.commit({}, "unused-group") == {TopicPartition(topic, 0): 6}
         assert [v for _, _, _, v in await committed(kafka_bootstrap, topic)] == values
@@ -736,13 +742,13 @@ def test_an_aborted_transaction_shows_neither_records_nor_offsets_and_the_next_o
         group = unique_name("group")
         async with started_sink(kafka_bootstrap) as sink:
             tx = await sink.begin()
-            await tx.send_all([(topic, b"k", b"aborted", 0)])
+            await tx.send_all([(topic, b"k", b"aborted", 0, ())])
             await tx.abort()
             assert await committed(kafka_bootstrap, topic) == []
             assert await group_offsets(kafka_bootstrap, group, source) == {}
 
             tx = await sink.begin()
-            await tx.send_all([(topic, b"k", b"committed", 0)])
+            await tx.send_all([(topic, b"k", b"committed", 0, ())])
             await tx.commit({TopicPartition(source, 0): 5, TopicPartition(source, 1): 9}, group)
         assert [v for _, _, _, v in await committed(kafka_bootstrap, topic)] == [b"committed"]
         assert await group_offsets(kafka_bootstrap, group, source) == {0: 5, 1: 9}
@@ -756,25 +762,20 @@ def test_a_sink_fenced_by_a_producer_with_its_transactional_id_fails_fatally(kaf
         transactional_id = unique_name("tx")
         async with started_sink(kafka_bootstrap, transactional_id) as old:
             tx = await old.begin()
-            await tx.send_all([(topic, b"k", b"old", 0)])
+            await tx.send_all([(topic, b"k", b"old", 0, ())])
             async with started_sink(kafka_bootstrap, transactional_id) as new:
                 with pytest.raises(TransactionFailed) as failed:
                     await tx.commit({}, "unused-group")
                 assert failed.value.fatal
                 assert transactional_id in str(failed.value)
                 tx = await new.begin()
-                await tx.send_all([(topic, b"k", b"new", 0)])
+                await tx.send_all([(topic, b"k", b"new", 0, ())])
                 await tx.commit({}, "unused-group")
         assert [v for _, _, _, v in await committed(kafka_bootstrap, topic)] == [b"new"]
 
     asyncio.run(main())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the fence reaches aiokafka's sender first (AddPartitionsToTxn), and the commit's "
-    "send_offsets_to_transaction then raises IllegalOperation, which the sink reports as retryable",
-)
 def test_a_fence_the_producer_met_before_the_commit_is_fatal_too(kafka_bootstrap: str) -> None:
     """The successor registers before this sink's transaction sends anything (the worker was idle); the
     first send meets the fence in the background, and the commit, with offsets as every batch has,
@@ -786,7 +787,7 @@ def test_a_fence_the_producer_met_before_the_commit_is_fatal_too(kafka_bootstrap
         async with started_sink(kafka_bootstrap, transactional_id) as old:
             tx = await old.begin()
             async with started_sink(kafka_bootstrap, transactional_id):
-                await tx.send_all([(topic, b"k", b"old", 0)])
+                await tx.send_all([(topic, b"k", b"old", 0, ())])
                 await asyncio.sleep(0.5)  # the AddPartitionsToTxn answer (fenced) is back
                 with pytest.raises(TransactionFailed) as failed:
                     await tx.commit({TopicPartition(topic, 0): 1}, unique_name("group"))
@@ -806,7 +807,7 @@ def test_a_record_the_broker_refuses_fails_the_commit_retryably_and_a_restarted_
         topic = await new_topic(kafka_bootstrap, 2)
         async with started_sink(kafka_bootstrap) as sink:
             tx = await sink.begin()
-            await tx.send_all([(topic, b"small", b"s", 1), (topic, b"big", b"x" * 1_200_000, 0)])
+            await tx.send_all([(topic, b"small", b"s", 1, ()), (topic, b"big", b"x" * 1_200_000, 0, ())])
             with pytest.raises(TransactionFailed) as failed:
                 await tx.commit({}, "unused-group")
             assert not failed.value.fatal
@@ -815,7 +816,7 @@ def test_a_record_the_broker_refuses_fails_the_commit_retryably_and_a_restarted_
             await assert_no_open_transaction(kafka_bootstrap, topic)
             await sink.restart()  # this producer's sequence numbers are broken: it cannot go on
             tx = await sink.begin()
-            await tx.send_all([(topic, b"after", b"a", 1)])
+            await tx.send_all([(topic, b"after", b"a", 1, ())])
             await tx.commit({}, "unused-group")
         assert [(k, v) for _, _, k, v in await committed(kafka_bootstrap, topic)] == [(b"after", b"a")]
 
@@ -830,14 +831,14 @@ def test_a_send_to_a_partition_the_topic_lacks_fails_retryably_and_aborts(kafka_
         topic = await new_topic(kafka_bootstrap, 1)
         async with started_sink(kafka_bootstrap) as sink:
             tx = await sink.begin()
-            await tx.send_all([(topic, b"k", b"first", 0)])
+            await tx.send_all([(topic, b"k", b"first", 0, ())])
             with pytest.raises(TransactionFailed) as failed:
-                await tx.send_all([(topic, b"k", b"nowhere", 5)])
+                await tx.send_all([(topic, b"k", b"nowhere", 5, ())])
             assert not failed.value.fatal
             assert "a send failed inside transaction" in str(failed.value)
             await assert_no_open_transaction(kafka_bootstrap, topic)
             tx = await sink.begin()
-            await tx.send_all([(topic, b"k", b"again", 0)])
+            await tx.send_all([(topic, b"k", b"again", 0, ())])
             await tx.commit({}, "unused-group")
         assert [v for _, _, _, v in await committed(kafka_bootstrap, topic)] == [b"again"]
 

@@ -243,7 +243,7 @@ def test_json_round_trip_of_every_type() -> None:
         "before": None,
         "after": JSON_ROW,
         "op": "c",
-        "source": SOURCE.as_dict(),
+        "source": SOURCE.as_dict(1234),
         "ts_ms": 1234,
     }
     assert codec.decode_key(codec.encode_key(EVERYTHING, change_key(EVERYTHING, created))) == JSON_KEY
@@ -307,7 +307,7 @@ def test_avro_round_trip_of_every_type() -> None:
         "before": None,
         "after": AVRO_ROW,
         "op": "c",
-        "source": SOURCE.as_dict(),
+        "source": SOURCE.as_dict(1234),
         "ts_ms": 1234,
     }
     assert codec.decode_key(codec.encode_key(EVERYTHING, change_key(EVERYTHING, created))) == AVRO_KEY

@@ -8,6 +8,7 @@ import pytest
 
 from schemas import load_avro_schema
 from schemas.change_event import (
+    VERSION,
     ChangeEventError,
     ChangeSource,
     change_envelope,
@@ -64,18 +65,49 @@ def test_clean_topic_name_refuses_what_kafka_refuses(prefix: str, keyspace: str,
 
 def test_source_record_matches_its_avro_schema() -> None:
     fields = [f["name"] for f in load_avro_schema("change_source")["fields"]]
-    assert list(SOURCE.as_dict()) == fields
-    assert SOURCE.as_dict() == {
+    assert list(SOURCE.as_dict(99)) == fields
+    assert SOURCE.as_dict(99) == {
+        "version": VERSION,
+        "connector": "cassandra",
+        "name": "cdc",
+        "ts_ms": 0,  # the write time (10 µs) in milliseconds, not the emit time
+        "snapshot": "false",
+        "db": "ks",
+        "table": "kv",
         "cluster": "main",
         "keyspace": "ks",
-        "table": "kv",
         "write_time_us": 10,
         "node": "10.0.0.1",
         "segment_id": 7,
         "offset": 1234,
-        "snapshot": False,
         "expired": False,
     }
+
+
+def test_source_carries_the_emit_time_when_the_change_has_no_write_time() -> None:
+    read = ChangeSource("main", "ks", "kv", None, None, None, None, snapshot=True, name="prod.cdc")
+    assert read.as_dict(1_234) | {"version": None} == {
+        "version": None,
+        "connector": "cassandra",
+        "name": "prod.cdc",
+        "ts_ms": 1_234,
+        "snapshot": "true",
+        "db": "ks",
+        "table": "kv",
+        "cluster": "main",
+        "keyspace": "ks",
+        "write_time_us": None,
+        "node": None,
+        "segment_id": None,
+        "offset": None,
+        "expired": False,
+    }
+
+
+def test_source_version_is_the_installed_projects() -> None:
+    from importlib import metadata
+
+    assert metadata.version("cassandra-cdc") == VERSION
 
 
 def test_create_update_delete_envelopes_carry_full_images() -> None:
@@ -90,7 +122,7 @@ def test_create_update_delete_envelopes_carry_full_images() -> None:
     second = {**first, "v": None, "w": "hello"}
 
     env = change_envelope(created, SCHEMA, SOURCE, 99)
-    assert env == {"before": None, "after": first, "op": "c", "source": SOURCE.as_dict(), "ts_ms": 99}
+    assert env == {"before": None, "after": first, "op": "c", "source": SOURCE.as_dict(99), "ts_ms": 99}
     assert list(env["after"]) == list(NULLS)  # every column, key columns first, static ones included
 
     env = change_envelope(updated, SCHEMA, SOURCE, 100)
@@ -144,10 +176,10 @@ def test_snapshot_source_makes_reads() -> None:
     )
     snapshot = ChangeSource("main", "ks", "kv", None, None, None, None, snapshot=True)
     env = change_envelope(created, SCHEMA, snapshot, 5)
-    assert env["op"] == "r" and env["source"]["snapshot"] is True and env["source"]["segment_id"] is None
+    assert env["op"] == "r" and env["source"]["snapshot"] == "true" and env["source"]["segment_id"] is None
     # a bootstrap read completing a row that live writes already made is an update, marked as snapshot
     env = change_envelope(updated, SCHEMA, snapshot, 5)
-    assert env["op"] == "u" and env["source"]["snapshot"] is True
+    assert env["op"] == "u" and env["source"]["snapshot"] == "true"
     assert env["before"] == change_envelope(created, SCHEMA, SOURCE, 5)["after"]
 
 

@@ -11,6 +11,7 @@ import pytest
 from infra import artifacts
 from infra.errors import ArtifactDownloadError, PortInUseError, ServiceStartError, ToolchainError
 from infra.kafka import KafkaBroker, broker_spec
+from infra.process import ephemeral_port_warnings
 from infra.settings import InfraSettings
 from infra.toolchain import find_java, parse_java_version
 from runtime.service_process import free_port
@@ -91,3 +92,36 @@ def test_not_ready_in_time_shows_log_tail(tmp_path: Path) -> None:
     assert head and tail.strip()
     log = broker.spec.log_file.read_text()
     assert all(line in log for line in tail.splitlines())
+
+
+def test_ports_in_the_ephemeral_range_are_warned_about(tmp_path: Path) -> None:
+    """A service port among the kernel's ephemeral ports can be taken by a client's outgoing connection
+    while the service restarts (seen with Kafka on 39092): `cdc infra up` says so before it starts."""
+    span = tmp_path / "ip_local_port_range"
+    span.write_text("32768\t60999\n")
+    warnings = ephemeral_port_warnings({"kafka_port": 39092, "cql_port": 9042, "registry_port": 60999}, span)
+    assert len(warnings) == 2
+    assert "kafka_port port 39092 lies in the kernel's ephemeral port range 32768-60999" in warnings[0]
+    assert "choose a port below 32768" in warnings[0]
+    assert "registry_port port 60999" in warnings[1]
+    assert ephemeral_port_warnings({"kafka_port": 39092}, tmp_path / "absent") == []
+
+
+def test_infra_up_warns_of_ephemeral_ports_before_starting(tmp_path: Path) -> None:
+    from infra.process import ephemeral_port_range
+    from infra.stack import LocalStack
+
+    span = ephemeral_port_range()
+    if span is None:
+        pytest.skip("the kernel's ephemeral port range cannot be read here")
+    inside = span[0] + 7
+    settings = InfraSettings.from_env(home=tmp_path / "home", kafka_port=inside)
+    messages: list[str] = []
+    # nothing is asked to start, so only the check runs; the ports it checks are those of what starts
+    LocalStack(settings).up(kafka=False, cassandra=False, registry=False, report=messages.append)
+    assert not any("ephemeral" in m for m in messages)
+    assert LocalStack(settings)._ports(kafka=True, cassandra=False, registry=False) == {
+        "kafka_port": inside,
+        "kafka_controller_port": settings.kafka_controller_port,
+    }
+    assert ephemeral_port_warnings(LocalStack(settings)._ports(kafka=True, cassandra=False, registry=False))

@@ -89,7 +89,7 @@ def test_agent_worker_and_command_line_modules_import_without_spark() -> None:
     done = _run_without_spark(
         "import importlib, pkgutil\n"
         "failed = []\n"
-        "for top in ('cdc', 'agents', 'app', 'schemas', 'state', 'cassandra_model', 'runtime', 'infra'):\n"
+        "for top in ('cdc', 'agents', 'app', 'consumers', 'schemas', 'state', 'cassandra_model', 'runtime', 'infra'):\n"
         "    package = importlib.import_module(top)\n"
         "    for info in pkgutil.walk_packages(package.__path__, top + '.'):\n"
         "        if info.name.endswith('__main__'):\n"

@@ -140,6 +140,21 @@ def test_bad_url_is_refused() -> None:
         HttpSchemaRegistryClient("localhost:8081")
 
 
+def test_a_path_nothing_serves_is_told_apart_from_an_unknown_subject(
+    registry: tuple[str, RegistryState],
+) -> None:
+    """A bare 404 (no registry error code) means the URL misses the Confluent API's path: say so."""
+    url, _ = registry
+    with pytest.raises(SchemaRegistryError, match=r"HTTP 404, error code 404 \(no such endpoint") as info:
+        HttpSchemaRegistryClient(url + "/apis/registry/v2").register("s-value", SCHEMA)
+    assert "/apis/ccompat/v7" in str(info.value)
+
+
+def test_an_unknown_compatibility_level_is_refused() -> None:
+    with pytest.raises(ValueError, match="'backward' must be one of BACKWARD, BACKWARD_TRANSITIVE"):
+        HttpSchemaRegistryClient("http://127.0.0.1:8081", compatibility="backward")
+
+
 def test_in_memory_registry_ids_are_global() -> None:
     memory = InMemorySchemaRegistryClient()
     assert (

@@ -3,6 +3,8 @@ connection (fakes of the driver; the real run is `cdc verify` with CDC_SECURE=1)
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -74,3 +76,93 @@ def test_schema_agreement_waits_again_after_a_lost_control_connection(
     assert cluster.calls == 3
     with pytest.raises(ConnectionShutdown):
         wait_for_schema_agreement(FakeCluster(failures=10**6), timeout_s=0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# a fault that does not recover: a verdict, not a traceback
+
+
+def test_a_broker_whose_port_was_taken_makes_the_run_invalid(tmp_path: Path) -> None:
+    """The broker restart meets its port taken (a client's outgoing connection can take a port in the
+    ephemeral range while the broker is down): it is retried, then the run is declared invalid, naming
+    the service and the reason, and no further fault fires."""
+    from infra.settings import InfraSettings
+    from infra.stack import LocalStack
+    from runtime.service_process import free_port
+
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", free_port()))
+    squatter.listen()
+    port = squatter.getsockname()[1]
+    try:
+        stack = LocalStack(InfraSettings.from_env(home=tmp_path, kafka_port=port))
+        said: list[str] = []
+        injector = faults.FaultInjector(
+            stack,
+            [],
+            [],
+            faults.FaultPlan([(0, "broker"), (0, "broker")]),
+            seed=1,
+            say=said.append,
+            restart_backoff_s=(0.0, 0.0),
+        )
+        injector.start()
+        injector.finish()
+    finally:
+        squatter.close()
+    assert injector.invalid is not None
+    assert f"kafka (127.0.0.1:{port}) did not come back after 3 attempts" in injector.invalid
+    assert "already in use" in injector.invalid
+    [record] = injector.records  # the second fault never fired
+    assert record.recovered_s is None and record.error == injector.invalid
+    assert not any("recovered" in line for line in said)
+    assert said[-1].endswith("the run is invalid")
+
+
+def test_restart_retries_then_succeeds() -> None:
+    calls: list[int] = []
+
+    def flaky() -> None:
+        calls.append(1)
+        if len(calls) < 3:
+            raise OSError("not yet")
+
+    faults.restart("svc", flaky, backoff_s=(0.0, 0.0))
+    assert len(calls) == 3
+    with pytest.raises(faults.ServiceLost, match=r"svc did not come back after 2 attempts.*always"):
+        faults.restart("svc", lambda: (_ for _ in ()).throw(OSError("always")), backoff_s=(0.0,))
+
+
+def test_an_invalid_run_reports_null_counts_and_its_reason() -> None:
+    from cdc.verify.runner import invalid_run
+
+    report = invalid_run("kafka did not come back")
+    assert report["verdict"] == "invalid run" and report["ok"] is False
+    assert report["lost"] is None and report["reason"] == "kafka did not come back"
+
+
+def test_a_client_that_reaches_a_fault_waits_until_the_fault_has_begun() -> None:
+    """Clients outrun faults: without the wait, every fault after the first would fire once the workload
+    was over. A client reaching a fault's operation goes on only once that fault has begun."""
+    import time
+
+    injector = faults.FaultInjector(
+        None,  # type: ignore[arg-type]  # the fault below fails before it needs the stack
+        [],
+        [],
+        faults.FaultPlan([(3, "bogus")]),
+        seed=1,
+        say=lambda _m: None,
+        hold_timeout_s=0.3,
+    )
+    began = time.monotonic()
+    injector.progress(2)
+    assert time.monotonic() - began < 0.1  # no fault due yet
+    injector.progress(3)
+    assert time.monotonic() - began >= 0.3  # due, not begun (the injector is not running): held
+    injector.hold_timeout_s = 30.0
+    injector.start()
+    injector.progress(3)
+    assert [r.kind for r in injector.records] == ["bogus"]  # it had begun when the client went on
+    injector.finish()
+    assert "unknown fault kind bogus" in (injector.records[0].error or "")

@@ -14,7 +14,8 @@ import pytest
 from cassandra.encoder import Encoder
 from cassandra.query import bind_params
 
-from cdc.verify.workload.operation import KINDS, Operation, Phase
+from cdc.verify.workload.cell_write import DELETE, DELTA, LIVENESS, MODES, REMOVE
+from cdc.verify.workload.operation import KINDS, ONE, QUORUM, Operation, Phase
 from cdc.verify.workload.random_values import Udt
 from cdc.verify.workload.seeded_workload import Workload
 
@@ -174,15 +175,16 @@ def test_collisions_write_a_different_value_to_the_same_cells(ops: list[Operatio
 
 def test_schema_changes_between_phases() -> None:
     phases = run()
-    assert [len(p.operations) for p in phases] == [666, 667, 667]
+    assert [len(p.operations) for p in phases] == [666, 667, 627, 40]
     assert phases[0].schema_change_after == ["ALTER TABLE ks.kv ADD extra int"]
     assert phases[1].schema_change_after == ["ALTER TABLE ks.kv DROP note"]
-    assert phases[2].schema_change_after == []
+    assert phases[2].schema_change_after == phases[3].schema_change_after == []
+    assert [p.after_faults for p in phases] == [False, False, False, True]
     note, extra = re.compile(r"\bnote\b"), re.compile(r"\bextra\b")
     assert not any(extra.search(op.cql) for op in phases[0].operations)
     assert any(note.search(op.cql) for op in phases[0].operations + phases[1].operations)
     assert any(extra.search(op.cql) for op in phases[1].operations + phases[2].operations)
-    assert not any(note.search(op.cql) for op in phases[2].operations)
+    assert not any(note.search(op.cql) for op in phases[2].operations + phases[3].operations)
 
 
 def test_setup_covers_every_type_and_table() -> None:
@@ -226,3 +228,82 @@ def test_udt_literal() -> None:
 def test_rejects_a_bad_keyspace_name() -> None:
     with pytest.raises(ValueError, match="keyspace"):
         Workload("ks; DROP", 1, base_time_us=BASE)
+
+
+def test_every_operation_records_what_it_writes(ops: list[Operation]) -> None:
+    """The verifier explains each image with these records: they must name what the CQL names."""
+    for op in ops:
+        assert op.writes, op
+        tables = set(op.table.split(","))
+        for write in op.writes:
+            assert write.table in tables, (op, write)
+            assert write.mode in MODES
+            if write.column is not None:
+                assert re.search(rf"\b{write.column}\b", op.cql), (op.cql, write)
+            for name, _value in write.key:
+                assert re.search(rf"\b{name}\b", op.cql), (op.cql, write)
+            if write.mode in (DELETE, REMOVE, DELTA) or op.ttl is None:
+                assert write.ttl is None, (op, write)
+            else:
+                assert write.ttl is None or write.ttl <= op.ttl, (op, write)
+        if op.kind == "counter":
+            assert len(op.writes) == op.cql.count("%s") - 2 and {w.mode for w in op.writes} == {DELTA}
+        if op.kind == "insert":
+            assert any(w.mode == LIVENESS for w in op.writes) or "(tenant, bucket, s" in op.cql, op
+        if op.kind.startswith("delete_") and op.kind != "delete_cells":
+            assert [(w.mode, w.column) for w in op.writes] == [(DELETE, None)], op
+
+
+def test_static_cells_are_recorded_against_the_partition(ops: list[Operation]) -> None:
+    statics = [w for op in ops for w in op.writes if w.table == "wide" and w.column in ("s", "s_tags")]
+    assert statics and all([name for name, _ in w.key] == ["tenant", "bucket"] for w in statics)
+
+
+def test_part_of_the_workload_is_written_at_consistency_one(ops: list[Operation]) -> None:
+    lwt = [op for op in ops if op.kind.startswith("lwt")]
+    others = [op for op in ops if not op.kind.startswith("lwt")]
+    assert lwt and {op.consistency for op in lwt} == {QUORUM}
+    share = sum(op.consistency == ONE for op in others) / len(others)
+    assert 0.18 < share < 0.32, share
+    assert {op.consistency for op in others} == {ONE, QUORUM}
+
+
+def test_the_final_stretch_runs_after_the_faults_with_the_longest_ttls() -> None:
+    phases = run()
+    final = phases[-1]
+    assert final.after_faults and not any(p.after_faults for p in phases[:-1])
+    inserts = [op for op in final.operations if op.kind.startswith("insert")]
+    assert inserts and all(op.kind == "insert_ttl" and op.ttl == 30 for op in inserts)
+    assert all(op.ttl in (None, 30) for op in final.operations if op.kind != "update")
+    assert [len(p.operations) for p in run(operations=60)][-1] == 20  # no final stretch below 100 ops
+    assert len(run(operations=60)) == 3
+
+
+def test_every_write_of_a_long_workload_takes_its_json_form() -> None:
+    """Each written value converts to the clean topics' form (a value the conversion refused would stop
+    the verifier at the end of a long run)."""
+    from cdc.verify.ledger_index import LedgerIndex
+    from cdc.verify.write_ledger import WriteLedger
+    from tests.unit.test_verify_image_audit import SCHEMAS
+
+    ledger = WriteLedger()
+    for op in flat(run(seed=5, operations=3000)):
+        ledger.record(op, sent_us=0, done_us=1, attempts=1, acknowledged=True)
+    index = LedgerIndex(ledger.issued(), SCHEMAS)
+    assert not index.unknown_tables
+    columns = {c for scope in index.scopes.values() for c in scope.elements}
+    assert {
+        "name",
+        "tags",
+        "addr",
+        "attrs",
+        "items",
+        "loc",
+        "note",
+        "extra",
+        "s",
+        "s_tags",
+        "vals",
+        "v1",
+    } <= columns
+    assert {"c_map", "c_tuple", "c_vector", "c_duration", "n", "m", ""} <= columns

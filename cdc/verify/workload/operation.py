@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdc.verify.workload.cell_write import CellWrite
+
 KINDS: tuple[str, ...] = (
     "insert",
     "insert_ttl",
@@ -31,10 +33,20 @@ KINDS: tuple[str, ...] = (
 )
 
 
+#: the consistency levels a write is sent at (names of cassandra.ConsistencyLevel)
+QUORUM = "QUORUM"
+ONE = "ONE"
+
+
 @dataclass(slots=True, frozen=True)
 class Operation:
     """One client request. ``timestamp`` is the USING TIMESTAMP it carries (µs), None when Cassandra picks
-    it (LWT, counters). A batch names its tables joined by ',' and the partition of its first statement."""
+    it (LWT, counters). A batch names its tables joined by ',' and the partition of its first statement.
+
+    ``writes`` is every cell, row marker and deletion the request writes, with its TTL: what the verifier
+    explains the pipeline's images with. ``consistency`` is the level it is sent at: at ONE a write is
+    acknowledged once a single replica has it, so it may sit in one node's commit log alone for a while.
+    """
 
     kind: str
     table: str
@@ -43,11 +55,22 @@ class Operation:
     timestamp: int | None
     partition: tuple[Any, ...]
     ttl: int | None = None  # the longest USING TTL in the statement, if any
+    writes: tuple[CellWrite, ...] = ()
+    consistency: str = QUORUM
+
+    @property
+    def server_timestamp(self) -> bool:
+        """Whether Cassandra picks the write timestamp (LWT: the Paxos ballot; counters: the leader)."""
+        return self.timestamp is None
 
 
 @dataclass(slots=True, frozen=True)
 class Phase:
-    """Operations the clients run concurrently, then schema changes made while every client is paused."""
+    """Operations the clients run concurrently, then schema changes made while every client is paused.
+
+    ``after_faults``: run once every fault has fired and recovered (the final stretch, whose TTLs must
+    still be running when the workload ends: a fault's recovery would outlast them)."""
 
     operations: list[Operation]
     schema_change_after: list[str] = field(default_factory=list)
+    after_faults: bool = False

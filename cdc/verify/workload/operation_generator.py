@@ -4,10 +4,12 @@ more than one drafted statement."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
-from cdc.verify.workload.operation import Operation
+from cdc.verify.workload.cell_write import DELTA, LIVENESS, SET, CellWrite
+from cdc.verify.workload.operation import ONE, QUORUM, Operation
 from cdc.verify.workload.random_values import integer, text
 from cdc.verify.workload.schema import DAYS, LWT_IDS, PAGES, SIMPLE_COLUMNS, STATIC_COLUMNS
 from cdc.verify.workload.statement import DraftStatement, WrittenCells, set_clause
@@ -56,6 +58,7 @@ _BATCH_KINDS = (
 OUT_OF_ORDER_RATE = 0.10  # of operations with USING TIMESTAMP: an older timestamp than the op index's
 COLLISION_RATE = 0.05  # of all operations: the exact timestamp of an earlier write to the same cells
 TTL_RATE = 0.10  # of writes that may carry a TTL
+ONE_RATE = 0.25  # of operations but LWT: sent at consistency ONE instead of QUORUM
 
 
 class OperationGenerator:
@@ -67,10 +70,14 @@ class OperationGenerator:
         self.base = base_time_us
         self.ttl_range = ttl_range_s
         self.rng = random.Random(seed)
+        # A stream of its own, so the statements of a seed stay what they were before writes at ONE
+        self.consistency_rng = random.Random(f"consistency:{seed}")
         self.builder = StatementBuilder(keyspace, self.rng)
         self.history: list[WrittenCells] = []
         self.kinds = list(_WEIGHTS)
         self.weights = list(_WEIGHTS.values())
+        self.long_ttls = False
+        """The final stretch of the run: every statement that may carry a TTL gets the longest one."""
 
     def column_added(self) -> None:
         """kv has gained its added column: later operations write it."""
@@ -83,7 +90,24 @@ class OperationGenerator:
     def ttl(self) -> int:
         return self.rng.randint(*self.ttl_range)
 
+    def draw_ttl(self, stmt: DraftStatement) -> int | None:
+        """A statement's TTL: a random one at TTL_RATE; in the final stretch always the longest, so that
+        TTLs are still running when the workload ends and the live TTL check has cells to compare."""
+        if not stmt.ttl_ok:
+            return None
+        if self.long_ttls:
+            return self.ttl_range[1]
+        return self.ttl() if self.rng.random() < TTL_RATE else None
+
     def operation(self, index: int) -> Operation:
+        """The operation at ``index``, sent at ONE at ONE_RATE (an LWT always at QUORUM: its Paxos round
+        is what makes it conditional)."""
+        op = self._draw(index)
+        if op.kind.startswith("lwt") or self.consistency_rng.random() >= ONE_RATE:
+            return op
+        return dataclasses.replace(op, consistency=ONE)
+
+    def _draw(self, index: int) -> Operation:
         rng = self.rng
         if self.history and rng.random() < COLLISION_RATE:
             op = self.collision()
@@ -100,8 +124,7 @@ class OperationGenerator:
         if kind == "batch":
             return self.batch(timestamp)
         stmt = self.builder.statement(kind)
-        ttl = self.ttl() if stmt.ttl_ok and rng.random() < TTL_RATE else None
-        return self.finish(stmt, timestamp, ttl)
+        return self.finish(stmt, timestamp, self.draw_ttl(stmt))
 
     def finish(self, stmt: DraftStatement, timestamp: int, ttl: int | None) -> Operation:
         kind = f"{stmt.kind}_ttl" if ttl is not None and stmt.kind in ("insert", "update") else stmt.kind
@@ -109,7 +132,8 @@ class OperationGenerator:
             stmt.write.timestamp = timestamp
             self.history.append(stmt.write)
         cql, params = stmt.render(timestamp, ttl)
-        return Operation(kind, stmt.table, cql, params, timestamp, stmt.partition, ttl)
+        writes = tuple(w.with_ttl(ttl) for w in stmt.writes)
+        return Operation(kind, stmt.table, cql, params, timestamp, stmt.partition, ttl, writes, QUORUM)
 
     def collision(self) -> Operation | None:
         """Cells of an earlier write written again at exactly its timestamp: with another value (the
@@ -125,7 +149,7 @@ class OperationGenerator:
             key = key[:2]  # a statement touching only static cells must not name a row
         deletable = [c for c in columns if not (c in STATIC_COLUMNS and len(key) > 2)]
         if deletable and rng.random() < 0.2:
-            stmt = self.builder.delete("delete_cells", earlier.table, key, ", ".join(deletable))
+            stmt = self.builder.delete_columns(earlier.table, key, deletable)
             return self.finish(stmt, earlier.timestamp, None)
         generators = SIMPLE_COLUMNS[earlier.table]
         values: dict[str, Any] = {}
@@ -139,6 +163,7 @@ class OperationGenerator:
         set_sql, set_params = set_clause(values)
         stmt = self.builder.update("update", earlier.table, key, set_sql, set_params)
         stmt.write = self.builder.remember(earlier.table, key, values)
+        stmt.writes = self.builder.cells(earlier.table, key, SET, values)
         ttl = self.ttl() if rng.random() < 0.2 else None
         return self.finish(stmt, earlier.timestamp, ttl)
 
@@ -148,17 +173,19 @@ class OperationGenerator:
         params: list[Any] = [timestamp]
         tables: list[str] = []
         ttls: list[int] = []
+        writes: list[CellWrite] = []
         first: DraftStatement | None = None
         for _ in range(self.rng.randint(2, 4)):
             stmt = self.builder.statement(self.rng.choice(_BATCH_KINDS))
             first = first or stmt
-            ttl = self.ttl() if stmt.ttl_ok and self.rng.random() < TTL_RATE else None
+            ttl = self.draw_ttl(stmt)
             if ttl is not None:
                 ttls.append(ttl)
             cql, stmt_params = stmt.render(None, ttl)
             parts.append(cql)
             params.extend(stmt_params)
             tables.append(stmt.table)
+            writes.extend(w.with_ttl(ttl) for w in stmt.writes)
             if stmt.write is not None and stmt.write.values:
                 stmt.write.timestamp = timestamp
                 self.history.append(stmt.write)
@@ -172,6 +199,7 @@ class OperationGenerator:
             timestamp,
             first.partition,
             max(ttls, default=None),
+            tuple(writes),
         )
 
     def lwt(self, kind: str) -> Operation:
@@ -188,7 +216,11 @@ class OperationGenerator:
             cql = f"UPDATE {self.builder.q('kv')} SET name = %s, score = %s WHERE id = %s IF name = %s"
             params = (name, score, id_, expected if expected is not None else text(rng))
         self.builder.names[id_] = name
-        return Operation(kind, "kv", cql, params, None, (id_,))
+        key = (("id", id_),)
+        writes = [CellWrite("kv", key, "name", SET, name), CellWrite("kv", key, "score", SET, score)]
+        if kind == "lwt_insert":
+            writes.insert(0, CellWrite("kv", key, None, LIVENESS))
+        return Operation(kind, "kv", cql, params, None, (id_,), writes=tuple(writes))
 
     def counter(self) -> Operation:
         rng = self.rng
@@ -197,4 +229,11 @@ class OperationGenerator:
         sets = rng.choice(("n = n + %s", "m = m + %s", "n = n + %s, m = m - %s"))
         params = (delta,) * sets.count("%s") + (page, day)
         cql = f"UPDATE {self.builder.q('hits')} SET {sets} WHERE page = %s AND day = %s"
-        return Operation("counter", "hits", cql, params, None, (page,))
+        key = (("page", page), ("day", day))
+        deltas = {
+            "n = n + %s": (("n", delta),),
+            "m = m + %s": (("m", delta),),
+            "n = n + %s, m = m - %s": (("n", delta), ("m", -delta)),
+        }[sets]
+        writes = tuple(CellWrite("hits", key, column, DELTA, d) for column, d in deltas)
+        return Operation("counter", "hits", cql, params, None, (page,), writes=writes)

@@ -9,6 +9,10 @@ from cdc.verify.workload.operation_generator import OperationGenerator
 from cdc.verify.workload.schema import ADDED_COLUMN, DROPPED_COLUMN, TABLES, create_statements
 
 _KEYSPACE = re.compile(r"[a-z][a-z0-9_]{0,47}")
+#: the final stretch, where every statement that may carry a TTL gets the longest: a share of the
+#: operations, at least FINAL_STRETCH_MIN of them (none in a run shorter than FINAL_STRETCH_MIN * 5)
+FINAL_STRETCH_SHARE = 0.02
+FINAL_STRETCH_MIN = 20
 
 
 class Workload:
@@ -44,16 +48,24 @@ class Workload:
 
     def phases(self, operations: int) -> list[Phase]:
         """Three phases of about a third of the operations each: kv gains a column after the first (later
-        operations write it) and loses another after the second (later operations never write it)."""
+        operations write it) and loses another after the second (later operations never write it). The
+        last operations of the third make a phase of their own, the final stretch: it runs once the faults
+        are over, and each of its statements that may carry a TTL gets the longest, so that live TTL data
+        is there to compare when the workload ends."""
         generator = OperationGenerator(self.keyspace, self.seed, self.base_time_us, self.ttl_range_s)
         first, second = operations // 3, 2 * operations // 3
         phase1 = [generator.operation(i) for i in range(first)]
         generator.column_added()
         phase2 = [generator.operation(i) for i in range(first, second)]
         generator.column_dropped()
-        phase3 = [generator.operation(i) for i in range(second, operations)]
+        stretch = max(FINAL_STRETCH_MIN, int(operations * FINAL_STRETCH_SHARE))
+        stretch_from = operations - stretch if operations >= FINAL_STRETCH_MIN * 5 else operations
+        phase3 = [generator.operation(i) for i in range(second, stretch_from)]
+        generator.long_ttls = True
+        final = [generator.operation(i) for i in range(stretch_from, operations)]
         return [
             Phase(phase1, [f"ALTER TABLE {self.keyspace}.kv ADD {ADDED_COLUMN[0]} {ADDED_COLUMN[1]}"]),
             Phase(phase2, [f"ALTER TABLE {self.keyspace}.kv DROP {DROPPED_COLUMN}"]),
             Phase(phase3, []),
+            *([Phase(final, [], after_faults=True)] if final else []),
         ]

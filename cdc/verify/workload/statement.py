@@ -1,10 +1,14 @@
-"""One statement before its timestamp and TTL are chosen, and the cells it set, remembered so that a
-later operation can write them again at exactly the same timestamp."""
+"""One statement before its timestamp and TTL are chosen, the cells it writes (for the verifier's record of
+every write), and the single-value cells it set, remembered so that a later operation can write them again
+at exactly the same timestamp."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cdc.verify.workload.cell_write import CellWrite
 
 Key = tuple[tuple[str, Any], ...]
 """Primary-key columns a statement names, with their values, in WHERE order."""
@@ -34,6 +38,8 @@ class DraftStatement:
     tail_params: tuple[Any, ...] = ()
     ttl_ok: bool = False
     write: WrittenCells | None = None
+    writes: list[CellWrite] = field(default_factory=list)
+    """Every cell, row marker and deletion the statement writes (its TTL added when it is rendered)."""
 
     def render(self, timestamp: int | None, ttl: int | None) -> tuple[str, tuple[Any, ...]]:
         parts: list[str] = []

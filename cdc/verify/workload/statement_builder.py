@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from cdc.verify.workload.cell_write import ADD, DELETE, FIELD, LIVENESS, REMOVE, SET, CellWrite
 from cdc.verify.workload.random_values import (
     MAP_KEYS,
     WORDS,
@@ -30,6 +31,7 @@ from cdc.verify.workload.schema import (
     DROPPED_COLUMN,
     KV_IDS,
     SIMPLE_COLUMNS,
+    STATIC_COLUMNS,
     TENANTS,
     TYPED_COLUMNS,
     TYPED_IDS,
@@ -85,6 +87,26 @@ class StatementBuilder:
 
     def typed_key(self) -> Key:
         return (("id", self.rng.choice(self.typed_ids)),)
+
+    @staticmethod
+    def scope(table: str, key: Key, column: str | None) -> Key:
+        """The key a column's cells belong to: the partition key for a static column."""
+        return key[:2] if table == "wide" and column in STATIC_COLUMNS else key
+
+    def cells(self, table: str, key: Key, mode: str, values: dict[str, Any]) -> list[CellWrite]:
+        """One write of ``mode`` per column of ``values``."""
+        return [CellWrite(table, self.scope(table, key, c), c, mode, v) for c, v in values.items()]
+
+    def deletions(self, table: str, key: Key, columns: list[str]) -> list[CellWrite]:
+        """``DELETE columns``: a column, or one field of the UDT (``addr.city``)."""
+        out = []
+        for column in columns:
+            name, _, udt_field = column.partition(".")
+            if udt_field:
+                out.append(CellWrite(table, key, name, FIELD, (udt_field, None)))
+            else:
+                out.append(CellWrite(table, self.scope(table, key, name), name, DELETE))
+        return out
 
     @staticmethod
     def partition_of(table: str, key: Key) -> tuple[Any, ...]:
@@ -188,6 +210,9 @@ class StatementBuilder:
         )
         stmt = DraftStatement("insert", table, self.partition_of(table, key), head, params, ttl_ok=True)
         stmt.write = self.remember(table, key, values)
+        static_only = table == "wide" and len(key) == 2  # the static row has no row marker
+        stmt.writes = [] if static_only else [CellWrite(table, key, None, LIVENESS)]
+        stmt.writes += self.cells(table, key, SET, values)
         return stmt
 
     def update_cells(self) -> DraftStatement:
@@ -206,6 +231,7 @@ class StatementBuilder:
         set_sql, set_params = set_clause(values)
         stmt = self.update("update", table, key, set_sql, set_params, ttl_ok=True)
         stmt.write = self.remember(table, key, values)
+        stmt.writes = self.cells(table, key, SET, values)
         return stmt
 
     def update_static(self) -> DraftStatement:
@@ -218,6 +244,7 @@ class StatementBuilder:
         set_sql, set_params = set_clause(values)
         stmt = self.update("update_static", "wide", key, set_sql, set_params, ttl_ok=True)
         stmt.write = self.remember("wide", key, values)
+        stmt.writes = self.cells("wide", key, SET, values)
         return stmt
 
     def list_op(self, kind: str) -> DraftStatement:
@@ -228,7 +255,9 @@ class StatementBuilder:
             "list_prepend": "items = %s + items",
             "list_remove": "items = items - %s",
         }[kind]
-        return self.update(kind, "kv", key, sql, (elements,), ttl_ok=kind != "list_remove")
+        stmt = self.update(kind, "kv", key, sql, (elements,), ttl_ok=kind != "list_remove")
+        stmt.writes = self.cells("kv", key, REMOVE if kind == "list_remove" else ADD, {"items": elements})
+        return stmt
 
     def set_op(self, kind: str) -> DraftStatement:
         rng = self.rng
@@ -236,7 +265,9 @@ class StatementBuilder:
         key = self.kv_key() if table == "kv" else self.wide_partition()
         elements = set(rng.sample(WORDS, rng.randint(1, 3)))
         op = "+" if kind == "set_add" else "-"
-        return self.update(kind, table, key, f"{column} = {column} {op} %s", (elements,), ttl_ok=op == "+")
+        stmt = self.update(kind, table, key, f"{column} = {column} {op} %s", (elements,), ttl_ok=op == "+")
+        stmt.writes = self.cells(table, key, ADD if op == "+" else REMOVE, {column: elements})
+        return stmt
 
     def map_target(self) -> tuple[str, str, Key, Gen, Gen]:
         """(table, column, key, key generator, value generator) of one of the non-frozen maps."""
@@ -257,23 +288,26 @@ class StatementBuilder:
     def map_put(self) -> DraftStatement:
         table, column, key, key_gen, value_gen = self.map_target()
         if self.rng.random() < 0.5:
-            return self.update(
-                "map_put",
-                table,
-                key,
-                f"{column}[%s] = %s",
-                (key_gen(self.rng), value_gen(self.rng)),
-                ttl_ok=True,
-            )
+            map_key, map_value = key_gen(self.rng), value_gen(self.rng)
+            stmt = self.update("map_put", table, key, f"{column}[%s] = %s", (map_key, map_value), ttl_ok=True)
+            stmt.writes = self.cells(table, key, ADD, {column: {map_key: map_value}})
+            return stmt
         entries = {key_gen(self.rng): value_gen(self.rng) for _ in range(self.rng.randint(1, 3))}
-        return self.update("map_put", table, key, f"{column} = {column} + %s", (entries,), ttl_ok=True)
+        stmt = self.update("map_put", table, key, f"{column} = {column} + %s", (entries,), ttl_ok=True)
+        stmt.writes = self.cells(table, key, ADD, {column: entries})
+        return stmt
 
     def map_remove(self) -> DraftStatement:
         table, column, key, key_gen, _value_gen = self.map_target()
         if self.rng.random() < 0.5:
-            return self.delete("map_remove", table, key, f"{column}[%s]", (key_gen(self.rng),))
+            map_key = key_gen(self.rng)
+            stmt = self.delete("map_remove", table, key, f"{column}[%s]", (map_key,))
+            stmt.writes = self.cells(table, key, REMOVE, {column: [map_key]})
+            return stmt
         keys = {key_gen(self.rng) for _ in range(self.rng.randint(1, 2))}
-        return self.update("map_remove", table, key, f"{column} = {column} - %s", (keys,))
+        stmt = self.update("map_remove", table, key, f"{column} = {column} - %s", (keys,))
+        stmt.writes = self.cells(table, key, REMOVE, {column: keys})
+        return stmt
 
     def collection_overwrite(self) -> DraftStatement:
         rng = self.rng
@@ -294,13 +328,19 @@ class StatementBuilder:
             key = self.typed_key()
         else:
             key = self.wide_partition() if column == "s_tags" else self.wide_row()
-        return self.update("collection_overwrite", table, key, f"{column} = %s", (gen(rng),), ttl_ok=True)
+        value = gen(rng)
+        stmt = self.update("collection_overwrite", table, key, f"{column} = %s", (value,), ttl_ok=True)
+        stmt.writes = self.cells(table, key, SET, {column: value})
+        return stmt
 
     def udt_field(self) -> DraftStatement:
         fields = self.subset(list(ADDRESS_FIELDS), 0.3)
         values = tuple(self.value(ADDRESS_FIELDS[f]) for f in fields)
         sql = ", ".join(f"addr.{f} = %s" for f in fields)
-        return self.update("udt_field", "kv", self.kv_key(), sql, values, ttl_ok=True)
+        key = self.kv_key()
+        stmt = self.update("udt_field", "kv", key, sql, values, ttl_ok=True)
+        stmt.writes = [CellWrite("kv", key, "addr", FIELD, pair) for pair in zip(fields, values, strict=True)]
+        return stmt
 
     def delete_cells(self) -> DraftStatement:
         rng = self.rng
@@ -310,20 +350,24 @@ class StatementBuilder:
             what = self.subset(choices, 0.2)
             if rng.random() < 0.2:
                 what = [f"addr.{rng.choice(list(ADDRESS_FIELDS))}"]  # one field of the non-frozen UDT
-            return self.delete("delete_cells", "kv", self.kv_key(), ", ".join(what))
+            return self.delete_columns("kv", self.kv_key(), what)
         if table == "wide":
             if rng.random() < 0.25:  # static cells belong to the partition
                 what = self.subset(["s", "s_tags"], 0.5)
-                return self.delete("delete_cells", "wide", self.wide_partition(), ", ".join(what))
-            return self.delete(
-                "delete_cells", "wide", self.wide_row(), ", ".join(self.subset(["v1", "v2", "vals"], 0.4))
-            )
-        return self.delete(
-            "delete_cells", "typed", self.typed_key(), ", ".join(self.subset(list(TYPED_COLUMNS), 0.1))
-        )
+                return self.delete_columns("wide", self.wide_partition(), what)
+            return self.delete_columns("wide", self.wide_row(), self.subset(["v1", "v2", "vals"], 0.4))
+        return self.delete_columns("typed", self.typed_key(), self.subset(list(TYPED_COLUMNS), 0.1))
+
+    def delete_columns(self, table: str, key: Key, columns: list[str]) -> DraftStatement:
+        stmt = self.delete("delete_cells", table, key, ", ".join(columns))
+        stmt.writes = self.deletions(table, key, columns)
+        return stmt
 
     def delete_row(self) -> DraftStatement:
-        return self.delete("delete_row", "wide", self.wide_row())
+        key = self.wide_row()
+        stmt = self.delete("delete_row", "wide", key)
+        stmt.writes = [CellWrite("wide", key, None, DELETE)]
+        return stmt
 
     def delete_range(self) -> DraftStatement:
         """Range tombstones: a clustering prefix, and slices with each kind of bound on ck1 (ASC) and on
@@ -346,12 +390,16 @@ class StatementBuilder:
             (" AND ck1 = %s AND ck2 >= %s", (ck1, x)),
             (" AND ck1 = %s AND ck2 < %s", (ck1, y)),
         ]
-        return self.delete("delete_range", "wide", key, extra=rng.choice(choices))
+        stmt = self.delete("delete_range", "wide", key, extra=rng.choice(choices))
+        stmt.writes = [CellWrite("wide", key, None, DELETE)]
+        return stmt
 
     def delete_partition(self) -> DraftStatement:
         table = self.rng.choice(("kv", "wide", "typed"))
         key = {"kv": self.kv_key, "wide": self.wide_partition, "typed": self.typed_key}[table]()
-        return self.delete("delete_partition", table, key)
+        stmt = self.delete("delete_partition", table, key)
+        stmt.writes = [CellWrite(table, key, None, DELETE)]
+        return stmt
 
     def statement(self, kind: str) -> DraftStatement:
         if kind == "insert":

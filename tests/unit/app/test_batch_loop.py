@@ -19,13 +19,14 @@ from aiokafka.errors import KafkaError
 from app import batch_loop
 from app.batch_loop import BatchLoop, Topics
 from app.change_processor import ChangeProcessor
+from app.group_offsets import GroupOffsets
+from app.partition_producers import PartitionProducers
 from app.partition_states import PartitionStates
-from app.transactional_sink import TransactionalSink
 from app.worker_stats import WorkerStats
 from runtime.config import KafkaConfig
 from schemas.change_json import JsonChangeCodec
 from schemas.schema_topic import TableSchemas
-from state.store.partition_store import PartitionStore, StoreOptions
+from state.store.partition_store import StoreOptions
 from testkit.event_builder import EventBuilder, Write
 from tests.integration.agent_harness import free_port
 from tests.unit.app import support
@@ -66,7 +67,8 @@ def loop(tmp_path: Path, stats: WorkerStats) -> BatchLoop:
         ),
         schemas=TableSchemas(KafkaConfig(bootstrap_servers=bootstrap, request_timeout_ms=2_000), "schemas"),
         processor=ChangeProcessor(cluster="c", topic_prefix="clean", codec=JsonChangeCodec(), stats=stats),
-        sink=TransactionalSink(kafka, "app-w1", transaction_timeout_ms=10_000),
+        producers=PartitionProducers(kafka, "app", transaction_timeout_ms=10_000),
+        group_offsets=GroupOffsets(kafka, "app", "raw"),
         stats=stats,
         digest_horizon_s=3600,
     )
@@ -134,8 +136,9 @@ def test_while_kafka_is_away_a_batch_is_retried_with_backoff_then_the_error_goes
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Kafka away (restore, begin, commit): retried from scratch, 0.5 s then 1 s apart, each time with
-    an attempt at a new producer, until RETRY_FOR_S is used up; no store is left open (locked)."""
+    """Kafka away: retried from scratch, 0.5 s then 1 s apart, each time from the take-over of the
+    partition, until RETRY_FOR_S is used up. The take-over registers the partition's transactional id
+    first (fencing whoever had it), so no store is opened while that fails, and none is left open."""
     monkeypatch.setattr(batch_loop, "RETRY_FOR_S", 1.0)
     loop.partitions.assign({0})
     caplog.set_level(logging.WARNING, logger="app.batch_loop")
@@ -151,11 +154,29 @@ def test_while_kafka_is_away_a_batch_is_retried_with_backoff_then_the_error_goes
         if r.name == "app.batch_loop" and "retrying in" in r.getMessage()
     ]
     assert [m.rsplit("retrying in ", 1)[1] for m in retries] == ["0.5 s", "1.0 s"], retries
-    restarts = [r for r in caplog.records if "cannot restart the transactional producer" in r.getMessage()]
-    assert len(restarts) == 2
     assert 1.5 <= elapsed < 10, elapsed
-    assert loop.partitions.ready == {}
+    assert loop.partitions.ready == {} and loop.producers.registered == set()
     assert stats.document()["total"]["in"] == 0
-    assert loop.partitions.path(0).exists(), "the retries never reached the restore"
-    # the stores opened for the restore were closed again: the directory opens (RocksDB's lock is free)
-    PartitionStore(loop.partitions.path(0), 0, StoreOptions(block_cache_bytes=1 << 20)).close()
+    assert not loop.partitions.path(0).exists(), "a store was opened before its partition was registered"
+
+
+def test_only_records_that_continue_where_the_group_resumes_a_partition_are_merged(loop: BatchLoop) -> None:
+    """Records below the group's offset were committed already (fetched before the previous owner's last
+    transaction finished, or by an attempt whose outcome was unknown): dropped. Records that start above
+    it leave a gap: the consumer is moved back once; a gap still there after that (the records were
+    deleted by retention) is gone for good, and the partition goes on."""
+    moved: list[tuple[int, int]] = []
+    takeover = loop.takeover
+    takeover.reposition = lambda partition, offset: moved.append((partition, offset))
+    takeover.committed(0, 5)
+    assert [r.offset for r in takeover.in_line(0, [raw_record(0, o, o) for o in range(3, 8)])] == [5, 6, 7]
+    assert takeover.in_line(0, [raw_record(0, o, o) for o in range(3, 5)]) == []
+    assert moved == []
+
+    assert takeover.in_line(0, [raw_record(0, o, o) for o in range(8, 10)]) == []
+    assert moved == [(0, 5)]
+    assert [r.offset for r in takeover.in_line(0, [raw_record(0, 8, 8)])] == [8]
+    assert moved == [(0, 5)], "moved back twice to the same offset"
+
+    assert takeover.position(1) is None  # never committed: the consumer started at the earliest offset
+    assert [r.offset for r in takeover.in_line(1, [raw_record(1, 40, 1)])] == [40]

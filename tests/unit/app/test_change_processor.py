@@ -16,6 +16,7 @@ import pytest
 from app.change_processor import MAX_EXPIRY_ROUNDS, ChangeProcessor, CleanRecord, event_write_time
 from app.worker_stats import WorkerStats
 from cassandra_model.table_schema import TableSchema
+from schemas.change_event import VERSION
 from schemas.change_json import JsonChangeCodec
 from schemas.raw_event import SNAPSHOT_NODE, SNAPSHOT_SEGMENT_ID, encode_raw_event, peek_raw_event
 from state.store.merge import CHUNK_ROWS
@@ -120,14 +121,19 @@ def test_an_insert_emits_one_create_with_its_image_source_and_time(
     assert {k: v for k, v in value["after"].items() if v is not None} == {"pk": 1, "ck": 2, "v": 5, "w": "x"}
     assert value["ts_ms"] == NOW_MS
     assert value["source"] == {
+        "version": VERSION,
+        "connector": "cassandra",
+        "name": "clean",
+        "ts_ms": 1,
+        "snapshot": "false",
+        "db": "ks",
+        "table": "kv",
         "cluster": "c1",
         "keyspace": "ks",
-        "table": "kv",
         "write_time_us": 1_000,
         "node": "10.0.0.7",
         "segment_id": 42,
         "offset": event["source"]["entry_offset"],
-        "snapshot": False,
         "expired": False,
     }
     assert stats.document()["tables"] == {
@@ -255,7 +261,7 @@ def test_a_snapshot_event_names_no_node_segment_or_offset(
         None,
         None,
         None,
-        True,
+        "true",
     )
 
 

@@ -24,7 +24,7 @@ from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
 import runtime.kafka_topics
 import schemas.schema_topic
-from app import owner_directory, partition_states, raw_consumer, transactional_sink
+from app import group_offsets, owner_directory, partition_states, raw_consumer, transactional_sink
 from app.errors import WorkerError
 from app.rest_api import authorized
 from app.worker import Worker, run_worker
@@ -91,15 +91,16 @@ def test_every_kafka_client_of_the_worker_carries_the_security_config(
 
         return start
 
-    for module in (transactional_sink, owner_directory, raw_consumer, partition_states, runtime.kafka_topics,
-                   schemas.schema_topic):  # fmt: skip
+    for module in (transactional_sink, owner_directory, raw_consumer, partition_states, group_offsets,
+                   runtime.kafka_topics, schemas.schema_topic):  # fmt: skip
         monkeypatch.setattr(module, "start_kafka_client", recorder(module.__name__))
 
     async def scenario() -> None:
         worker = Worker(worker_config(kafka, tmp_path))
-        await worker.sink.start()
+        await worker.producers.register({0})
         for start in (
             worker.owners.start,
+            lambda: worker.group_offsets.read({0}),
             worker.consumer.start,
             worker.schemas.start,
             lambda: worker.partitions._catch_up({}),
@@ -122,6 +123,7 @@ def test_every_kafka_client_of_the_worker_carries_the_security_config(
         ("raw_consumer", "AIOKafkaConsumer"),
         ("schema_topic", "AIOKafkaConsumer"),
         ("partition_states", "AIOKafkaConsumer"),
+        ("group_offsets", "AIOKafkaAdminClient"),
         ("kafka_topics", "AIOKafkaAdminClient"),
     }
     for where, client in made:
@@ -133,7 +135,7 @@ def test_every_kafka_client_of_the_worker_carries_the_security_config(
         assert inner._ssl_context.get_ca_certs(), f"{where}: the CA of kafka.security.ca_file is not trusted"
     # the call sites' own settings are kept
     sink = next(c for w, c in made if w.endswith("transactional_sink"))
-    assert sink._txn_manager.transactional_id == "app-w1" and sink.client._request_timeout_ms == 3000
+    assert sink._txn_manager.transactional_id == "app-0" and sink.client._request_timeout_ms == 3000
     consumers = {w.rsplit(".", 1)[-1]: c for w, c in made if isinstance(c, AIOKafkaConsumer)}
     assert consumers["raw_consumer"]._group_id == "app" and not consumers["raw_consumer"]._enable_auto_commit
     assert consumers["partition_states"]._isolation_level == "read_committed"

@@ -140,7 +140,7 @@ def test_merged_events_give_back_the_scanned_rows_as_reads_with_their_write_time
     state, envelopes = merge(ITEMS, rows)
     assert [e["op"] for e in envelopes] == ["r", "r"]
     for envelope, row in zip(envelopes, rows, strict=True):
-        assert envelope["source"]["snapshot"] is True and envelope["before"] is None
+        assert envelope["source"]["snapshot"] == "true" and envelope["before"] is None
         values = {c.name: row[c.name] for c in ITEMS.all_columns()}
         assert envelope["after"] == expected_image(ITEMS, values)
     # every cell carries the write time it was read with; the TTL'd cell expires at scan time + TTL

@@ -1,0 +1,51 @@
+"""One raw partition's share of a batch (or of an expiry pass), from its state transaction to its commit.
+
+Each raw partition commits in a Kafka transaction of its own (its transactional id is the partition's, see
+app/partition_producers.py), carrying exactly what that partition's store wrote, the change events and
+dead letters of its raw records, and its offset; so a batch is one transaction per raw partition it
+touched, and the batch loop keeps what belongs to each apart here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.change_processor import CleanRecord
+from app.raw_consumer import RawRecord
+from app.transactional_sink import OpenTransaction
+from app.worker_stats import BatchTally
+from state.store.transaction import StateTransaction
+
+
+@dataclass(slots=True, frozen=True)
+class DeadLetter:
+    """A raw record that goes to the dead-letter topic instead of being merged, and why."""
+
+    record: RawRecord
+    #: one of worker_stats.DEAD_LETTER_REASONS
+    kind: str
+    reason: str
+
+
+@dataclass(slots=True, eq=False)
+class PartitionBatch:
+    partition: int
+    txn: StateTransaction
+    tally: BatchTally = field(default_factory=BatchTally)
+    #: change records not sent yet
+    out: list[CleanRecord] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+    #: the raw offset the group resumes from once this commits (None: an expiry, which consumes nothing)
+    next_offset: int | None = None
+    #: its Kafka transaction, begun early when change records were sent before the commit
+    tx: OpenTransaction | None = None
+    #: change records sent before the commit
+    sent: int = 0
+
+    async def abandon(self) -> None:
+        """Forget everything: the store is untouched, and what was sent early is aborted."""
+        if self.txn.is_open:
+            self.txn.rollback()
+        tx, self.tx = self.tx, None
+        if tx is not None:
+            await tx.abort()
