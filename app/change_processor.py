@@ -25,7 +25,7 @@ from app.worker_stats import BatchTally, WorkerStats
 from cassandra_model.table_schema import TableSchema
 from schemas.change_codec import ChangeCodec
 from schemas.change_event import ChangeSource, clean_topic_name
-from schemas.raw_event import RawEventHead, is_snapshot_source
+from schemas.raw_event import RawEventHead, is_snapshot_source, raw_event_write_time
 from state.change import RowChange
 from state.partition_state import ApplyResult, prepare_event
 from state.store.merge import expire_partition, merge_event
@@ -43,39 +43,6 @@ class CleanRecord:
     topic: str
     key: bytes
     value: bytes | None
-
-
-def event_write_time(event: dict[str, Any]) -> int:
-    """The largest write timestamp (µs) in a raw event: its cells, livenesses and deletions."""
-    best = -(2**63)
-
-    def deletion(d: dict[str, Any] | None) -> None:
-        nonlocal best
-        if d is not None and d["timestamp"] > best:
-            best = d["timestamp"]
-
-    def row(r: dict[str, Any] | None) -> None:
-        nonlocal best
-        if r is None:
-            return
-        deletion(r.get("deletion"))
-        liveness = r.get("liveness")
-        if liveness is not None and liveness["timestamp"] > best:
-            best = liveness["timestamp"]
-        for cell in r["cells"]:
-            if cell["timestamp"] > best:
-                best = cell["timestamp"]
-        for complex_deletion in r.get("complex_deletions") or ():
-            deletion(complex_deletion.get("deletion"))
-
-    deletion(event["partition_deletion"])
-    row(event["static_row"])
-    for r in event["rows"]:
-        row(r)
-    for marker in event["range_tombstones"]:
-        deletion(marker.get("deletion"))
-        deletion(marker.get("start_deletion"))
-    return best
 
 
 class ChangeProcessor:
@@ -155,7 +122,7 @@ class ChangeProcessor:
         prepared = prepare_event(event, layout_for(schema))
         merge = merge_event(txn, schema, prepared, now_ms // 1000, snapshot=snapshot)
         source = event["source"]  # a bootstrap read (snapshot) has no node, segment or offset
-        write_time = event_write_time(event)
+        write_time = raw_event_write_time(event)
         tally.merged_write(write_time)
         emitted = 0
         while True:

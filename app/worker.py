@@ -22,6 +22,7 @@ import logging
 import socket
 import ssl
 import time
+from collections.abc import Awaitable, Callable
 
 import faust
 from aiokafka.errors import KafkaError, SaslAuthenticationFailed, UnsupportedSaslMechanismError
@@ -213,20 +214,8 @@ class Worker:
 
         @app.timer(interval=settings.expiry_interval_ms / 1000)
         async def expire_ttls() -> None:
-            if self.status != "ok":
-                return
-            try:
-                await self.loop.expire()
-            except asyncio.CancelledError:
-                raise
-            except (TransactionFailed, KafkaError, OSError) as exc:
-                if getattr(exc, "fatal", False):
-                    await self._fail(exc)
-                    raise
-                log.warning("expiry not committed (%r); the next tick tries again", exc)
-            except BaseException as exc:
-                await self._fail(exc)
-                raise
+            if self.status == "ok":
+                await self._periodic_commit(self.loop.expire, "expiry")
 
         if self.loop.heartbeat is not None:
 
@@ -247,21 +236,26 @@ class Worker:
         A heartbeat that cannot commit is tried again at the next one; fenced, the worker stops."""
         while True:
             await asyncio.sleep(max(self.loop.heartbeat_wait_s(), 0.05))
-            if self.status != "ok":
-                continue
-            try:
-                await self.loop.beat()
-            except asyncio.CancelledError:
-                raise
-            except (TransactionFailed, KafkaError, OSError) as exc:
-                if getattr(exc, "fatal", False):
-                    await self._fail(exc)
-                    raise
-                log.warning("heartbeat not committed (%r); the next one tries again", exc)
+            if self.status == "ok" and not await self._periodic_commit(self.loop.beat, "heartbeat"):
                 await asyncio.sleep(self.settings.heartbeat_interval_ms / 1000)
-            except BaseException as exc:
+
+    async def _periodic_commit(self, step: Callable[[], Awaitable[object]], what: str) -> bool:
+        """One commit of a timer (expiry, heartbeat). Kafka being away is left to the next tick (False);
+        a fence, or any other error, stops the worker."""
+        try:
+            await step()
+        except asyncio.CancelledError:
+            raise
+        except (TransactionFailed, KafkaError, OSError) as exc:
+            if getattr(exc, "fatal", False):
                 await self._fail(exc)
                 raise
+            log.warning("%s not committed (%r); the next one tries again", what, exc)
+            return False
+        except BaseException as exc:
+            await self._fail(exc)
+            raise
+        return True
 
     async def _on_assigned(self, partitions: set[int]) -> None:
         self.partitions.assign(partitions)

@@ -297,14 +297,10 @@ class ConnectJsonChangeCodec:
     def decode_value(self, data: bytes) -> dict[str, Any]:
         return self._payload(data, "value")
 
-    @staticmethod
-    def _payload(data: bytes, what: str) -> dict[str, Any]:
+    def _payload(self, data: bytes, what: str) -> dict[str, Any]:
         """The payload of a ``{"schema", "payload"}`` record, in the JSON encoding's form."""
-        try:
-            record = json.loads(data)
-        except ValueError as exc:
-            raise ChangeDecodingError(f"change-event {what} is not JSON: {data[:80]!r} ({exc})") from exc
-        if not isinstance(record, dict) or set(record) != {"schema", "payload"}:
+        record = self._payloads.decode_json_object(data, what)
+        if set(record) != {"schema", "payload"}:
             raise ChangeDecodingError(
                 f"change-event {what} is not Kafka Connect JSON with a schema "
                 f'({{"schema": ..., "payload": ...}}): {data[:80]!r}'

@@ -240,13 +240,14 @@ class JsonChangeCodec:
             raise ChangeEncodingError(f"envelope is not JSON-serializable: {exc}", table=schema.name) from exc
 
     def decode_key(self, data: bytes) -> dict[str, Any]:
-        return self._decode(data, "key")
+        return self.decode_json_object(data, "key")
 
     def decode_value(self, data: bytes) -> dict[str, Any]:
-        return self._decode(data, "value")
+        return self.decode_json_object(data, "value")
 
     @staticmethod
-    def _decode(data: bytes, what: str) -> dict[str, Any]:
+    def decode_json_object(data: bytes, what: str) -> dict[str, Any]:
+        """``data`` as a JSON object, or ChangeDecodingError naming ``what`` (key, value) it was to be."""
         try:
             value = json.loads(data)
         except ValueError as exc:

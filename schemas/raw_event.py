@@ -109,27 +109,37 @@ def raw_event_record(
 def raw_event_write_time(event: dict[str, Any]) -> int:
     """The largest write timestamp (µs) in a raw event (record or decoded): cells, livenesses, deletions.
 
-    Where a writer's clock put the change; the agent names it for the edges of a gap in cdc_raw.
-    """
-    stamps: list[int] = []
+    Where a writer's clock put the change: the worker's lag and the agent's gap edges are measured by it.
+    It runs once per merged event, so it keeps one running maximum rather than a list."""
+    best = -(2**63)
 
     def deletion(d: dict[str, Any] | None) -> None:
-        if d is not None:
-            stamps.append(d["timestamp"])
+        nonlocal best
+        if d is not None and d["timestamp"] > best:
+            best = d["timestamp"]
+
+    def row(r: dict[str, Any] | None) -> None:
+        nonlocal best
+        if r is None:
+            return
+        deletion(r.get("deletion"))
+        liveness = r.get("liveness")
+        if liveness is not None and liveness["timestamp"] > best:
+            best = liveness["timestamp"]
+        for cell in r["cells"]:
+            if cell["timestamp"] > best:
+                best = cell["timestamp"]
+        for complex_deletion in r.get("complex_deletions") or ():
+            deletion(complex_deletion.get("deletion"))
 
     deletion(event["partition_deletion"])
-    rows = event["rows"] if event["static_row"] is None else [event["static_row"], *event["rows"]]
-    for r in rows:
-        deletion(r["deletion"])
-        if r["liveness"] is not None:
-            stamps.append(r["liveness"]["timestamp"])
-        stamps.extend(c["timestamp"] for c in r["cells"])
-        for complex_deletion in r["complex_deletions"]:
-            deletion(complex_deletion["deletion"])
+    row(event["static_row"])
+    for r in event["rows"]:
+        row(r)
     for marker in event["range_tombstones"]:
-        deletion(marker["deletion"])
-        deletion(marker["start_deletion"])
-    return max(stamps, default=-(2**63))
+        deletion(marker.get("deletion"))
+        deletion(marker.get("start_deletion"))
+    return best
 
 
 def encode_raw_event(record: dict[str, Any]) -> bytes:

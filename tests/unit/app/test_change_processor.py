@@ -13,12 +13,18 @@ from typing import Any, TypeVar
 
 import pytest
 
-from app.change_processor import MAX_EXPIRY_ROUNDS, ChangeProcessor, CleanRecord, event_write_time
+from app.change_processor import MAX_EXPIRY_ROUNDS, ChangeProcessor, CleanRecord
 from app.worker_stats import WorkerStats
 from cassandra_model.table_schema import TableSchema
 from schemas.change_event import VERSION
 from schemas.change_json import JsonChangeCodec
-from schemas.raw_event import SNAPSHOT_NODE, SNAPSHOT_SEGMENT_ID, encode_raw_event, peek_raw_event
+from schemas.raw_event import (
+    SNAPSHOT_NODE,
+    SNAPSHOT_SEGMENT_ID,
+    encode_raw_event,
+    peek_raw_event,
+    raw_event_write_time,
+)
 from state.store.merge import CHUNK_ROWS
 from state.store.partition_store import PartitionStore, StoreOptions
 from state.store.transaction import StateTransaction
@@ -413,15 +419,15 @@ def test_expiry_is_driven_to_the_end_even_past_one_look_of_limit_entries(
 def test_event_write_time_is_the_newest_timestamp_of_any_part() -> None:
     builder = EventBuilder(KV)
     base = builder.event(Write(1, (2,), {"v": 1, "s": 3}, ts=40, insert=True))
-    assert event_write_time(base) == 40
+    assert raw_event_write_time(base) == 40
     rows = [
         builder.row(builder.clustering((1,)), cells=[builder.cell("v", b"\x00\x00\x00\x01", 10)]),
         builder.row(builder.clustering((2,)), liveness=(15, 0, None), deletion=(12, NOW)),
         builder.row(builder.clustering((3,)), complex_deletions=[("l", 25, NOW)]),
     ]
-    assert event_write_time(builder.raw_event(1, rows=rows)) == 25
-    assert event_write_time(builder.raw_event(1, rows=rows, partition_deletion=(30, NOW))) == 30
+    assert raw_event_write_time(builder.raw_event(1, rows=rows)) == 25
+    assert raw_event_write_time(builder.raw_event(1, rows=rows, partition_deletion=(30, NOW))) == 30
     static = builder.row([], cells=[builder.cell("s", b"\x00\x00\x00\x01", 35)])
-    assert event_write_time(builder.raw_event(1, rows=rows, static_row=static)) == 35
+    assert raw_event_write_time(builder.raw_event(1, rows=rows, static_row=static)) == 35
     ranged = builder.event(DeleteRange(1, (), low=3, high=8, ts=45))
-    assert event_write_time(ranged) == 45
+    assert raw_event_write_time(ranged) == 45
