@@ -320,7 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--clients", type=int, default=4, help="concurrent clients (default 4)")
     verify.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     verify.add_argument(
-        "--faults", default="", help="comma list of agent,worker,broker,node, or all (default none)"
+        "--faults",
+        default="",
+        help="comma list of agent, worker, broker, node, worker_pause, node_kill, or all (default none)",
     )
     verify.add_argument("--fault-count", type=int, help="faults in all (default one per kind)")
     verify.add_argument(

@@ -324,6 +324,10 @@ class CassandraNode:
     def stop(self) -> bool:
         return self.process.stop()
 
+    def kill(self) -> bool:
+        """kill -9: the node dies without flushing; its commit log is replayed when it starts again."""
+        return self.process.kill()
+
     def _what(self) -> str:
         tls = "TLS " if self.settings.secure else ""
         return f"Cassandra {self.spec.name} ({tls}{self.spec.address}:{self.spec.cql_port})"

@@ -92,6 +92,19 @@ class ManagedProcess:
         self.pid_file.unlink(missing_ok=True)
         return True
 
+    def kill(self) -> bool:
+        """SIGKILL, no shutdown hooks (a crash, as kill -9); True if it ran."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        _signal(pid, signal.SIGKILL)
+        while self.pid() is not None:
+            _reap(pid)
+            time.sleep(0.1)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
     def log_tail(self, lines: int = 30) -> str:
         return tail(self.log_file, lines)
 

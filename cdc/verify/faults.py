@@ -2,7 +2,10 @@
 
 Each kind exercises one promise of the correctness contract: an agent killed with -9 resumes from its
 saved offsets; a worker killed with -9 leaves an open transaction that its successor aborts; a broker
-restart makes every producer retry; a stopped Cassandra node misses writes that reach it later as hints.
+restart makes every producer retry; a stopped Cassandra node misses writes that reach it later as hints; a
+node killed with -9 (no flush) replays its commit log, and its agent must not lose or repeat what the
+replay rewrites; a worker paused with SIGSTOP past its session timeout wakes as a zombie whose partitions
+moved, and must not commit.
 
 Restarts go through the run's LocalStack, so secured services come back secured (settings.secure). With
 passwords on, Cassandra reads a role (every login, and the superuser check of every query, cached for 2 s)
@@ -13,7 +16,10 @@ node before any fault.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +33,9 @@ from cassandra.query import SimpleStatement
 from infra.stack import LocalStack
 from runtime.service_process import ServiceProcess
 
-KINDS = ("agent", "worker", "broker", "node")
+KINDS = ("agent", "worker", "broker", "node", "worker_pause", "node_kill")
+#: the kinds `cdc verify` tested first; the test run's one-of-each uses them (each newer kind has its own test)
+CLASSIC_KINDS = ("agent", "worker", "broker", "node")
 AUTH_KEYSPACE = "system_auth"
 #: seconds to wait before each further attempt to bring a stopped service back
 RESTART_BACKOFF_S = (3.0, 10.0)
@@ -156,6 +164,8 @@ class FaultInjector:
     records: list[FaultRecord] = field(default_factory=list)
     #: processes down on purpose right now (the supervisor leaves them alone)
     killed: set[str] = field(default_factory=set)
+    #: how long a paused worker stays stopped: past the workers' group session timeout (15 s)
+    pause_s: float = 25.0
     #: pauses between the attempts to bring a stopped service back
     restart_backoff_s: tuple[float, ...] = RESTART_BACKOFF_S
     #: why the run is invalid: a service a fault stopped did not come back (no further fault fires)
@@ -219,6 +229,30 @@ class FaultInjector:
             self.say(f"fault {kind} on {record.target} at operation {at}: recovered after "
                      f"{record.recovered_s - record.started_s:.1f} s")  # fmt: skip
 
+    def _pause_worker(self, process: ServiceProcess, record: FaultRecord) -> None:
+        """SIGSTOP a worker past its group session timeout, then SIGCONT: its partitions moved meanwhile, so
+        the woken zombie must not commit (its transactional ids were taken over: it is fenced and stops, or
+        finds its partitions gone). Whatever it does, the supervisor brings it back if it exits."""
+        record.target = process.name
+        pid = process.process.pid if process.process is not None else None
+        if pid is None or not process.running:
+            raise RuntimeError(f"{process.name} is not running")
+        self.killed.add(process.name)
+        try:
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(self.pause_s)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        time.sleep(5.0)  # its next commit meets the fence
+
+        def back() -> None:
+            process.start()  # a no-op while it runs
+            process.wait_healthy(120)
+
+        restart(process.name, back, self.restart_backoff_s)
+        self.killed.discard(process.name)
+
     def _inject(self, kind: str, rng: random.Random, record: FaultRecord) -> None:
         if kind in ("agent", "worker"):
             process = rng.choice(self.agents if kind == "agent" else self.workers)
@@ -240,13 +274,18 @@ class FaultInjector:
             restart(
                 f"kafka ({self.stack.kafka.spec.bootstrap})", self.stack.kafka.start, self.restart_backoff_s
             )
-        elif kind == "node":
+        elif kind in ("node", "node_kill"):
             nodes = self.stack.known_nodes()[1:] or self.stack.known_nodes()
             node = rng.choice(nodes)
             record.target = node.spec.name
-            node.stop()
+            if kind == "node":
+                node.stop()
+            else:
+                node.kill()
             time.sleep(self.node_down_s)
             restart(f"cassandra {node.spec.name} ({node.spec.address})", node.start, self.restart_backoff_s)
+        elif kind == "worker_pause":
+            self._pause_worker(rng.choice(self.workers), record)
         else:
             raise ValueError(f"unknown fault kind {kind}; choose from {', '.join(KINDS)}")
 

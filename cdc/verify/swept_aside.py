@@ -53,7 +53,7 @@ EXPLAINED_BY: dict[str, frozenset[str]] = {
     DAMAGED_REGION: frozenset(),
     SKIPPED_UNKNOWN_TABLE: frozenset(),
     LOST_SEGMENT: frozenset(),
-    UNACCOUNTED_IDS: frozenset({"node", "agent"}),
+    UNACCOUNTED_IDS: frozenset({"node", "node_kill", "agent"}),
 }
 #: agent counter series -> the finding it is
 COUNTER_FINDINGS = {
@@ -97,7 +97,7 @@ def fault_node(fault: dict[str, Any]) -> str | None:
     target = str(fault.get("target") or "")
     if fault.get("kind") == "agent":
         return target.removeprefix("agent-") or None
-    if fault.get("kind") == "node":
+    if fault.get("kind") in ("node", "node_kill"):
         return target or None
     return None
 

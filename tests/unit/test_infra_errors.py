@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 import stat
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,26 @@ def test_infra_up_warns_of_ephemeral_ports_before_starting(tmp_path: Path) -> No
         "kafka_controller_port": settings.kafka_controller_port,
     }
     assert ephemeral_port_warnings(LocalStack(settings)._ports(kafka=True, cassandra=False, registry=False))
+
+
+def test_kill_ends_a_process_without_its_shutdown_handlers(tmp_path: Path) -> None:
+    """`cdc verify`'s node_kill: SIGKILL, so a process's handlers (a JVM's shutdown hooks) never run;
+    SIGTERM would let them flush and close cleanly."""
+    from infra.process import ManagedProcess
+
+    flag = tmp_path / "terminated-cleanly"
+    script = (
+        "import pathlib, signal, sys, time\n"
+        f"signal.signal(signal.SIGTERM, lambda *_: (pathlib.Path({str(flag)!r}).touch(), sys.exit(0)))\n"
+        "time.sleep(60)\n"
+    )
+    process = ManagedProcess(
+        "sleeper", tmp_path / "sleeper.pid", tmp_path / "sleeper.log", "kill-test-marker"
+    )
+    process.start([sys.executable, "-c", script, "kill-test-marker"])
+    assert process.is_running()
+    time.sleep(0.5)  # the handler is installed
+    assert process.kill() is True
+    assert not process.is_running() and not process.pid_file.exists()
+    assert not flag.exists(), "the process ran its SIGTERM handler: it was not killed with -9"
+    assert process.kill() is False  # nothing left to kill

@@ -120,6 +120,8 @@ def test_gaps_lost_segments_never_and_unaccounted_ids_only_by_a_fault_on_their_n
 def test_fault_nodes() -> None:
     assert fault_node(AGENT_FAULT_ON_2) == fault_node(NODE_FAULT_ON_2) == "node2"
     assert fault_node(WORKER_FAULT) is None and fault_node({"kind": "broker", "target": "kafka"}) is None
+    assert fault_node({"kind": "node_kill", "target": "node3"}) == "node3"
+    assert fault_node({"kind": "worker_pause", "target": "worker-2"}) is None
 
 
 def test_counters_add_up_over_a_process_restarts() -> None:
