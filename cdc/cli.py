@@ -322,7 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--faults",
         default="",
-        help="comma list of agent, worker, broker, node, worker_pause, node_kill, or all (default none)",
+        help="comma list of agent, worker, broker, node, worker_pause, node_kill, commit_cut, "
+        "cdc_raw_full, or all (default none)",
     )
     verify.add_argument("--fault-count", type=int, help="faults in all (default one per kind)")
     verify.add_argument(

@@ -208,6 +208,14 @@ class KafkaProxy:
         self._faults.append(fault)
         return fault.fired
 
+    def disarm(self, fired: asyncio.Event) -> bool:
+        """Withdraw the fault whose event is ``fired`` if its request has not come yet (True when it was
+        still pending)."""
+        pending = [f for f in self._faults if f.fired is fired]
+        for fault in pending:
+            self._faults.remove(fault)
+        return bool(pending)
+
     def cut_now(self, *, refuse_s: float = 0.0) -> None:
         self._refuse(refuse_s)
         self._cut()

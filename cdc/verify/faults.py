@@ -5,7 +5,11 @@ saved offsets; a worker killed with -9 leaves an open transaction that its succe
 restart makes every producer retry; a stopped Cassandra node misses writes that reach it later as hints; a
 node killed with -9 (no flush) replays its commit log, and its agent must not lose or repeat what the
 replay rewrites; a worker paused with SIGSTOP past its session timeout wakes as a zombie whose partitions
-moved, and must not commit.
+moved, and must not commit; the workers' connections to the broker cut right after a commit request
+(cdc/verify/commit_cut.py) leave a worker not knowing whether its batch committed, and it must find out
+rather than emit the batch again; a node whose agent is stopped until its cdc_raw is full rejects CDC
+writes (cdc/verify/cdc_raw_fill.py), and once the agent is back every write the cluster accepted must
+still arrive.
 
 Restarts go through the run's LocalStack, so secured services come back secured (settings.secure). With
 passwords on, Cassandra reads a role (every login, and the superuser check of every query, cached for 2 s)
@@ -30,10 +34,12 @@ from cassandra.cluster import Cluster, Session
 from cassandra.connection import ConnectionException
 from cassandra.query import SimpleStatement
 
+from cdc.verify.cdc_raw_fill import CdcRawFiller
+from cdc.verify.commit_cut import CommitCutter
 from infra.stack import LocalStack
 from runtime.service_process import ServiceProcess
 
-KINDS = ("agent", "worker", "broker", "node", "worker_pause", "node_kill")
+KINDS = ("agent", "worker", "broker", "node", "worker_pause", "node_kill", "commit_cut", "cdc_raw_full")
 #: the kinds `cdc verify` tested first; the test run's one-of-each uses them (each newer kind has its own test)
 CLASSIC_KINDS = ("agent", "worker", "broker", "node")
 AUTH_KEYSPACE = "system_auth"
@@ -115,6 +121,8 @@ class FaultRecord:
     started_s: float
     recovered_s: float | None = None
     error: str | None = None
+    #: what the fault did, when its kind says more than its target (e.g. how much filled cdc_raw)
+    detail: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -124,6 +132,7 @@ class FaultRecord:
             "started_s": round(self.started_s, 2),
             "recovered_s": None if self.recovered_s is None else round(self.recovered_s, 2),
             "error": self.error,
+            "detail": self.detail,
         }
 
 
@@ -172,6 +181,14 @@ class FaultInjector:
     invalid: str | None = None
     #: the longest a client waits for a due fault to begin
     hold_timeout_s: float = 300.0
+    #: the proxy the workers reach Kafka through (commit_cut; None: they connect directly)
+    cutter: CommitCutter | None = None
+    #: how long the proxy refuses the workers' new connections after a cut
+    cut_refuse_s: float = 12.0
+    #: cdc_raw_full's writer of filler (None: the fault cannot fire)
+    filler: CdcRawFiller | None = None
+    #: how long a node stays full (rejecting the workload's CDC writes) before its agent starts
+    full_hold_s: float = 5.0
     _progress: int = 0
     _begun: int = 0
     _lock: threading.Condition = field(default_factory=threading.Condition)
@@ -253,6 +270,56 @@ class FaultInjector:
         restart(process.name, back, self.restart_backoff_s)
         self.killed.discard(process.name)
 
+    def _cut_commit(self, record: FaultRecord) -> None:
+        """Cut the workers' connections right after the next commit request: the worker that sent it
+        cannot know whether it committed; new connections are refused for ``cut_refuse_s``. The workers
+        must find out and neither lose nor repeat the batch; each must be healthy again after."""
+        if self.cutter is None:
+            raise RuntimeError("the workers do not reach Kafka through a proxy (a secured run)")
+        record.target = "workers"
+        if not self.cutter.cut_after_commit(self.cut_refuse_s, wait_s=120.0):
+            raise RuntimeError("no worker sent a commit within 120 s")
+        record.detail = f"connections cut after an EndTxn request; new ones refused for {self.cut_refuse_s} s"
+        time.sleep(self.cut_refuse_s + 3.0)
+        for process in self.workers:
+
+            def back(process: ServiceProcess = process) -> None:
+                process.start()  # a no-op while it runs; the supervisor may have started it already
+                process.wait_healthy(120)
+
+            restart(process.name, back, self.restart_backoff_s)
+
+    def _fill_cdc_raw(self, rng: random.Random, record: FaultRecord) -> None:
+        """Stop a node's agent, write filler to that node until Cassandra rejects CDC writes, hold it full
+        for ``full_hold_s`` while the workload goes on, start the agent and wait until the node takes CDC
+        writes again (the agent read and deleted what filled cdc_raw)."""
+        if self.filler is None:
+            raise RuntimeError("no filler of cdc_raw for this run")
+        node = rng.choice(self.stack.known_nodes())
+        agent = next(a for a in self.agents if a.name == f"agent-{node.spec.name}")
+        record.target = node.spec.name
+        self.killed.add(agent.name)
+        agent.stop()
+        limit = node.spec.cdc_total_space_mb * 2**20 * 3 // 2
+        result = self.filler.fill(node.spec.address, node.spec.log_file, limit)
+        record.detail = (f"{result.bytes_written / 2**20:.0f} MiB of filler in {result.seconds:.1f} s, then "
+                         f"{node.spec.name} rejected CDC writes ({result.cdc_bytes_on_disk} CDC bytes on disk, "
+                         f"cdc_total_space {node.spec.cdc_total_space_mb} MiB)")  # fmt: skip
+        time.sleep(self.full_hold_s)
+
+        def back() -> None:
+            agent.start()
+            agent.wait_healthy(120)
+
+        restart(agent.name, back, self.restart_backoff_s)
+        self.killed.discard(agent.name)
+        deadline = time.monotonic() + 300.0
+        while not self.filler.accepted(node.spec.address):
+            if time.monotonic() > deadline:
+                raise ServiceLost(f"cdc_raw of {node.spec.name}", 1, "CDC writes still rejected 300 s after "
+                                  f"{agent.name} started")  # fmt: skip
+            time.sleep(1.0)
+
     def _inject(self, kind: str, rng: random.Random, record: FaultRecord) -> None:
         if kind in ("agent", "worker"):
             process = rng.choice(self.agents if kind == "agent" else self.workers)
@@ -286,6 +353,10 @@ class FaultInjector:
             restart(f"cassandra {node.spec.name} ({node.spec.address})", node.start, self.restart_backoff_s)
         elif kind == "worker_pause":
             self._pause_worker(rng.choice(self.workers), record)
+        elif kind == "commit_cut":
+            self._cut_commit(record)
+        elif kind == "cdc_raw_full":
+            self._fill_cdc_raw(rng, record)
         else:
             raise ValueError(f"unknown fault kind {kind}; choose from {', '.join(KINDS)}")
 

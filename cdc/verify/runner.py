@@ -38,6 +38,8 @@ from cassandra_model.system_schema import load_schema_from_session
 from cassandra_model.table_schema import TableSchema
 from cdc.local_security import cassandra_config, kafka_config, local_material, with_security
 from cdc.verify.agent_counters import AgentCounters
+from cdc.verify.cdc_raw_fill import CdcRawFiller
+from cdc.verify.commit_cut import CommitCutter, available
 from cdc.verify.faults import (
     FaultInjector,
     FaultPlan,
@@ -151,6 +153,8 @@ class VerifyRun:
         self.workers: list[ServiceProcess] = []
         self.agent_sources: list[AgentSource] = []
         self.ledger = WriteLedger()
+        self.cutter: CommitCutter | None = None
+        """The proxy the workers reach Kafka through, in a run with the commit_cut fault."""
 
     # -- processes
 
@@ -183,9 +187,12 @@ class VerifyRun:
     def _worker(self, index: int) -> ServiceProcess:
         port = free_port()
         workdir = self.options.workdir / f"worker-{index}"
+        kafka = self._kafka_section()
+        if self.cutter is not None:
+            kafka["bootstrap_servers"] = self.cutter.bootstrap
         config = {
             "cluster": "verify",
-            "kafka": self._kafka_section(),
+            "kafka": kafka,
             "worker": {
                 "data_directory": str(workdir / "data"),
                 "app_id": self.app_id,
@@ -228,7 +235,15 @@ class VerifyRun:
         session = cluster.connect()
         supervisor: Supervisor | None = None
         counters: AgentCounters | None = None
+        faults = list(options.faults)
+        if "commit_cut" in faults and not available(secure=self.material is not None):
+            faults = [f for f in faults if f != "commit_cut"]
+            self.say("commit_cut left out: its proxy reads Kafka's frames, and this run's Kafka speaks TLS")
         try:
+            if "commit_cut" in faults:
+                self.cutter = CommitCutter(self.stack.kafka.spec.bootstrap)
+                self.cutter.start()
+                self.say(f"the workers reach Kafka through a proxy on {self.cutter.bootstrap} (commit_cut)")
             if self.material is not None and replicate_logins(session, cluster, len(nodes)):
                 self.say(
                     f"secure mode: system_auth replicated to all {len(nodes)} nodes (a stopped node keeps no role)"
@@ -255,14 +270,16 @@ class VerifyRun:
             counters = AgentCounters(self.agents)
             counters.start()
 
-            count = options.fault_count if options.fault_count is not None else len(options.faults)
+            count = options.fault_count if options.fault_count is not None else len(faults)
             injector = FaultInjector(
                 self.stack,
                 self.agents,
                 self.workers,
-                FaultPlan.spread(options.faults, count, options.operations, options.seed),
+                FaultPlan.spread(faults, count, options.operations, options.seed),
                 options.seed,
                 say=self.say,
+                cutter=self.cutter,
+                filler=CdcRawFiller(session, cluster, self.keyspace) if "cdc_raw_full" in faults else None,
             )
             injector.start()
             supervisor = Supervisor([*self.agents, *self.workers], injector, say=self.say)
@@ -329,6 +346,8 @@ class VerifyRun:
                 supervisor.stop()
             for process in (*self.workers, *self.agents):
                 process.ensure_stopped()
+            if self.cutter is not None:
+                self.cutter.stop()
             cluster.shutdown()
         if options.report_path is not None:
             options.report_path.parent.mkdir(parents=True, exist_ok=True)

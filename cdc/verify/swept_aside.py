@@ -20,7 +20,7 @@ fault kinds explain which finding, and only on the finding's own node:
   numbers its segments from its clock at start, so a node stopped and started leaves an id range no
   segment ever had; and segments without CDC data may come and go while an agent is down. The agent
   publishes such a gap only when it cannot tell that its node blocks writes instead (its node was down),
-  so a node or agent fault on that node explains it.
+  so a node or agent fault on that node explains it, and so does a full cdc_raw (its agent was stopped).
 
 Mutations skipped as ``not_captured`` (tables outside the run's keyspace or without CDC, in the same
 segments) are reported and judged normal.
@@ -53,7 +53,7 @@ EXPLAINED_BY: dict[str, frozenset[str]] = {
     DAMAGED_REGION: frozenset(),
     SKIPPED_UNKNOWN_TABLE: frozenset(),
     LOST_SEGMENT: frozenset(),
-    UNACCOUNTED_IDS: frozenset({"node", "node_kill", "agent"}),
+    UNACCOUNTED_IDS: frozenset({"node", "node_kill", "agent", "cdc_raw_full"}),
 }
 #: agent counter series -> the finding it is
 COUNTER_FINDINGS = {
@@ -97,7 +97,7 @@ def fault_node(fault: dict[str, Any]) -> str | None:
     target = str(fault.get("target") or "")
     if fault.get("kind") == "agent":
         return target.removeprefix("agent-") or None
-    if fault.get("kind") in ("node", "node_kill"):
+    if fault.get("kind") in ("node", "node_kill", "cdc_raw_full"):
         return target or None
     return None
 

@@ -122,6 +122,8 @@ def test_fault_nodes() -> None:
     assert fault_node(WORKER_FAULT) is None and fault_node({"kind": "broker", "target": "kafka"}) is None
     assert fault_node({"kind": "node_kill", "target": "node3"}) == "node3"
     assert fault_node({"kind": "worker_pause", "target": "worker-2"}) is None
+    assert fault_node({"kind": "cdc_raw_full", "target": "node1"}) == "node1"
+    assert fault_node({"kind": "commit_cut", "target": "workers"}) is None
 
 
 def test_counters_add_up_over_a_process_restarts() -> None:
