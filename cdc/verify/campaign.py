@@ -44,7 +44,7 @@ def run_options(options: VerifyOptions, number: int, reports: Path) -> VerifyOpt
 
 def summarize(reports: list[dict[str, Any]], report_paths: list[Path]) -> dict[str, Any]:
     """The campaign's summary: totals over the judged runs (null when none was), verdicts, and a line per
-    run. ``clean`` only when every run is."""
+    run (``report``: its path under the campaign's workdir). ``clean`` only when every run is."""
     judged = [
         r for r in reports if r.get("verdict") not in (ERROR, "invalid run") and r.get("lost") is not None
     ]
@@ -113,7 +113,7 @@ def run_campaign(
             one.report_path.parent.mkdir(parents=True, exist_ok=True)
             one.report_path.write_text(json.dumps(report, indent=2, default=str))
         reports.append(report)
-        paths.append(one.report_path)
+        paths.append(one.report_path.relative_to(options.workdir))  # the summary names no machine's folders
         summary = {**summarize(reports, paths), "total_s": round(time.monotonic() - began, 1)}
         summary_path.parent.mkdir(parents=True, exist_ok=True)
         summary_path.write_text(json.dumps(summary, indent=2, default=str))

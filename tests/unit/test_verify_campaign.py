@@ -79,6 +79,7 @@ def test_a_campaign_writes_a_report_per_run_and_sums_them_up(tmp_path: Path) -> 
     assert summary["lost"] == 2 and summary["duplicate_events"] == 1 and summary["explained_images"] == 80
     assert summary["faults"] == dict.fromkeys(sorted(KINDS), 3)
     assert [r["verdict"] for r in summary["per_run"]] == ["clean", "failed", "invalid run", "error"]
+    assert summary["per_run"][0]["report"] == "reports/run-001-seed-7.json", summary["per_run"][0]
     errored = json.loads((tmp_path / "reports" / "run-004-seed-10.json").read_text())
     assert errored["verdict"] == "error" and "cluster gone" in errored["reason"] and errored["lost"] is None
     assert len(list((tmp_path / "reports").glob("*.json"))) == 4
