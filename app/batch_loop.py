@@ -274,7 +274,10 @@ class BatchLoop:
                 await self._merge_records(w, records, now_ms)
                 w.next_offset = records[-1].offset + 1
                 return w
-            except _MergeAgain:
+            except _MergeAgain as again:
+                log.warning(
+                    "merging %s[%d]'s share of the batch again: %s", self.topics.raw, partition, again
+                )
                 await w.abandon()  # and once more, with the event that failed dead-lettered at once
             except BaseException:
                 await w.abandon()

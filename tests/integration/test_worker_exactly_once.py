@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,8 @@ from cdc.verify.oracle import read_topic_records
 from runtime.kafka_proxy import END_TXN, KafkaProxy
 from runtime.kafka_topics import topic_partitions
 from schemas.schema_event import schema_event
-from testkit.event_builder import EventBuilder, Write
+from state.store import merge
+from testkit.event_builder import DeleteRange, EventBuilder, Write
 from tests.integration.agent_harness import wait_until
 from tests.integration.test_worker_core import (
     Core,
@@ -383,5 +386,56 @@ def test_raw_events_the_merge_cannot_take_are_dead_lettered_and_the_worker_goes_
             assert (key, value) == (record.key, record.value)
             assert headers["cdc.reason.kind"] == "merge_error" and headers["cdc.raw.topic"] == dep.raw_topic
             assert cause in headers["cdc.reason"] and f"@{offset}" in headers["cdc.reason"], headers
+
+    asyncio.run(main())
+
+
+def test_an_event_failing_after_some_of_its_changes_were_sent_early_is_dead_lettered_whole(
+    kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A range deletion over three stored rows that also writes a row whose value does not decode: its
+    changes come in chunks of one row (CHUNK_ROWS 1), each sent into the transaction at once
+    (SEND_EARLY_RECORDS 1), so the three deletions are sent before the bad row fails. They cannot be taken
+    back: the partition's share is merged again with that event dead-lettered at once. No change of it is
+    committed, the rows stay, and the event after it is merged once."""
+    monkeypatch.setattr(batch_loop, "SEND_EARLY_RECORDS", 1)
+    monkeypatch.setattr(merge, "CHUNK_ROWS", 1)
+
+    async def main() -> None:
+        dep = await deploy(kafka_bootstrap)
+        ddl = (
+            f"CREATE TABLE {dep.keyspace}.wide (id int, c int, v int, PRIMARY KEY (id, c)) "
+            f"WITH ID = {uuid.uuid4()}"
+        )
+        schema = load_schema_from_cql(ddl).by_name(dep.keyspace, "wide")
+        assert schema is not None
+        dep.ddl["wide"], dep.schemas["wide"] = ddl, schema
+        await dep.publish_schema("wide")
+        wide = dep.builder("wide")
+        rows = await dep.produce(
+            [(0, "wide", wide.event(Write(1, (c,), {"v": c}, ts=10, insert=True))) for c in (1, 2, 3)]
+        )
+        bad = wide.event(DeleteRange(1, low=1, high=3, ts=20))
+        bad_row = wide.event(Write(1, (9,), {"v": 9}, ts=20, insert=True))["rows"][0]
+        bad_row["cells"][0]["value"] = b"\x00\x01\x02"  # an int of 3 bytes
+        bad["rows"].append(bad_row)
+        records = await dep.produce(
+            [(0, "wide", bad), (0, "wide", wide.event(Write(3, (1,), {"v": 6}, ts=10, insert=True)))]
+        )
+        caplog.set_level(logging.WARNING, logger="app.batch_loop")
+        async with worker_core(dep, tmp_path) as core:
+            await core.loop.restore_assigned()
+            assert await core.loop.process(rows) == 3
+            assert await core.loop.process(records) == 2
+            assert counter(core.stats, "cdc_worker_dead_letters_total", {"reason": "merge_error"}) == 1
+            assert_store_is_its_changelog(core, await committed(kafka_bootstrap, dep.topics.changelog))
+        again = [r.getMessage() for r in caplog.records if "again" in r.getMessage()]
+        assert len(again) == 1 and f"@{records[0].offset}" in again[0], again
+
+        history = await changes(kafka_bootstrap, dep.clean_topic("wide"))
+        assert ops(history) == [(1, "c"), (1, "c"), (1, "c"), (3, "c")], history
+        [(key, value, headers)] = await dead_letters(kafka_bootstrap, dep.topics.dead_letter)
+        assert (key, value) == (records[0].key, records[0].value)
+        assert headers["cdc.reason.kind"] == "merge_error" and "int" in headers["cdc.reason"], headers
 
     asyncio.run(main())
