@@ -25,7 +25,9 @@ A raw record that cannot be merged goes to the dead-letter topic (key and value 
 reason and the raw topic, partition and offset): no schema for its table, a column its schema does not
 have (after waiting for a newer schema, see app/event_columns.py), or a merge that fails (a value,
 clustering or counter context the state cannot take). A failed merge is undone to the savepoint set before
-the event (StateTransaction.savepoint), so the batch goes on without it.
+the event (StateTransaction.savepoint), so the batch goes on without it. A stored partition whose expiry
+fails is set aside the same way (app/change_processor.py, ``ExpiryFailed``): its due entries go, and a
+dead letter names its table and partition key.
 
 The expiry timer runs its transactions under the same lock, so a batch and an expiry never interleave.
 With heartbeats on (app/heartbeat.py), a heartbeat due is committed after a batch's transactions, in one of
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -48,7 +51,7 @@ from typing import Any, TypeVar
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from app.change_processor import ChangeProcessor
+from app.change_processor import MERGE_ERRORS, ChangeProcessor, ExpiryFailed
 from app.errors import TransactionFailed, TransactionInDoubt
 from app.event_columns import EventColumns, unplaced_columns
 from app.group_offsets import GroupOffsets
@@ -60,14 +63,12 @@ from app.partition_takeover import InDoubt, PartitionTakeover
 from app.raw_consumer import RawRecord
 from app.transactional_sink import Outgoing, TransactionalSink
 from app.worker_stats import BatchTally, TallyMark, WorkerStats
-from cassandra_model.errors import ModelError
 from cassandra_model.table_schema import TableSchema
 from runtime.config import KafkaConfig
 from runtime.kafka_topics import TopicSpec, ensure_topics
-from schemas.change_event import ChangeEventError
 from schemas.raw_event import RawEventError, decode_raw_event, peek_raw_event
 from schemas.schema_topic import TableSchemas
-from state.errors import StateError, StoreError
+from state.errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +85,6 @@ SEND_EARLY_RECORDS = 10_000
 #: records merged between two chances for the other tasks (the commits of the partitions merged before,
 #: the consumer's fetches) to go on
 YIELD_EVERY = 250
-#: what a merge raises for an event it cannot take: the state core (a counter context among them), the
-#: model (a clustering or value that does not fit its type), the change codec (an image that does not
-#: encode); a StoreError is the store's fault, not the event's
-MERGE_ERRORS = (StateError, ModelError, ChangeEventError)
 #: dead-letter record headers
 REASON_HEADER, KIND_HEADER = "cdc.reason", "cdc.reason.kind"
 TOPIC_HEADER, PARTITION_HEADER, OFFSET_HEADER = "cdc.raw.topic", "cdc.raw.partition", "cdc.raw.offset"
@@ -178,6 +175,8 @@ class BatchLoop:
         self._last_digest_expiry = 0.0
         #: raw records to dead-letter without merging them again: (partition, offset) -> reason
         self._poison: dict[tuple[int, int], str] = {}
+        #: stored partitions whose expiry failed, to set aside: (raw partition, table id, key) -> reason
+        self._expiry_poison: dict[tuple[int, uuid.UUID, bytes], str] = {}
         self._heartbeat_broken = False
         self.failed: BaseException | None = None
 
@@ -194,6 +193,8 @@ class BatchLoop:
             await self.takeover.release(partitions)
             for key in [k for k in self._poison if k[0] in partitions]:
                 del self._poison[key]
+            for aside in [k for k in self._expiry_poison if k[0] in partitions]:
+                del self._expiry_poison[aside]
 
     async def _acquire(self, partitions: set[int]) -> None:
         """Take ``partitions`` over (app/partition_takeover.py), counting the transactions in doubt on
@@ -270,7 +271,7 @@ class BatchLoop:
             w = PartitionBatch(partition, self.partitions.store(partition).transaction())
             try:
                 # what expired by now goes out before any event is merged on top of it
-                await self._drive(self.processor.expire(w.txn, schemas, now_ms, w.out, tally=w.tally), w)
+                await self._expire_into(w, schemas, now_ms)
                 await self._merge_records(w, records, now_ms)
                 w.next_offset = records[-1].offset + 1
                 return w
@@ -429,6 +430,27 @@ class BatchLoop:
 
     # -- the passing of time
 
+    async def _expire_into(
+        self, w: PartitionBatch, schemas: dict[uuid.UUID, TableSchema], now_ms: int
+    ) -> int:
+        """The expiry pass over one raw partition's store, into ``w``. A stored partition whose expiry
+        fails is remembered and ``_MergeAgain`` raised (what was sent of the pass cannot be taken back):
+        the next attempt sets it aside, for the dead-letter topic."""
+        partition = w.partition
+        set_aside = {(t, k): why for (p, t, k), why in self._expiry_poison.items() if p == partition}
+        try:
+            looked = await self._drive(
+                self.processor.expire(
+                    w.txn, schemas, now_ms, w.out, tally=w.tally, set_aside=set_aside, aside=w.expiries_aside
+                ),
+                w,
+            )
+        except ExpiryFailed as failed:
+            self._expiry_poison[(partition, *failed.key)] = failed.reason
+            raise _MergeAgain(failed.reason) from failed
+        w.tally.dead_letters.extend("expiry_error" for _ in w.expiries_aside)
+        return looked
+
     async def expire(self) -> int:
         """Emit what expired since the last look, and forget old digests; one transaction per partition
         with something to commit."""
@@ -446,9 +468,14 @@ class BatchLoop:
                 for partition, store in stores.items():
                     w = PartitionBatch(partition, store.transaction())
                     work.append(w)
-                    looked += await self._drive(
-                        self.processor.expire(w.txn, schemas, now_ms, w.out, tally=w.tally), w
-                    )
+                    while True:
+                        try:
+                            looked += await self._expire_into(w, schemas, now_ms)
+                            break
+                        except _MergeAgain as again:
+                            log.warning("expiring %s[%d] again: %s", self.topics.raw, partition, again)
+                            await w.abandon()
+                            work[-1] = w = PartitionBatch(partition, store.transaction())
                     if forget:
                         w.tally.digests_expired += w.txn.expire_digests(
                             now_ms - self.digest_horizon_ms, 100_000
@@ -509,6 +536,8 @@ class BatchLoop:
                     "raw record %s[%d]@%d dead-lettered to %s: %s",
                     self.topics.raw, partition, dead.record.offset, self.topics.dead_letter, dead.reason,
                 )  # fmt: skip
+            for aside in w.expiries_aside:
+                log.error("expiry set aside, reported to %s: %s", self.topics.dead_letter, aside.reason)
             await tx.send_all(self._records(w))
             written = await tx.commit(offsets, self.topics.group_id)
         except BaseException as exc:
@@ -531,6 +560,8 @@ class BatchLoop:
             self.takeover.committed(partition, w.next_offset)
             for key in [k for k in self._poison if k[0] == partition and k[1] < w.next_offset]:
                 del self._poison[key]
+        for aside in w.expiries_aside:  # their due entries are gone with this commit
+            self._expiry_poison.pop((partition, aside.table_id, aside.partition_key), None)
         self._counted(w.tally, {} if w.next_offset is None else {partition: w.next_offset})
 
     def _records(self, w: PartitionBatch) -> Iterator[Outgoing]:
@@ -553,6 +584,21 @@ class BatchLoop:
                     ),
                 )
                 for dead in w.dead
+            ),
+            (
+                (
+                    self.topics.dead_letter,
+                    aside.partition_key,
+                    json.dumps(aside.as_dict()).encode(),
+                    None,
+                    (
+                        (REASON_HEADER, aside.reason.encode()),
+                        (KIND_HEADER, b"expiry_error"),
+                        (TOPIC_HEADER, raw),
+                        (PARTITION_HEADER, str(w.partition).encode()),
+                    ),
+                )
+                for aside in w.expiries_aside
             ),
             ((self.topics.changelog, key, value, w.partition, ()) for key, value in w.txn.changelog()),
         )

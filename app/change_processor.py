@@ -10,6 +10,11 @@ the image consumers last saw.
 What each call did (outcomes, changes emitted, the newest write time merged) goes to the ``BatchTally``
 it is given, which the batch loop counts only once the transaction committed; without one, it is counted
 at once.
+
+A stored partition whose expiry cannot be computed (a stored value that no longer decodes) raises
+``ExpiryFailed`` naming it; the batch loop then runs the pass again with that partition in ``set_aside``:
+its due entries leave the index, its rows stay as they are, and ``aside`` says what was set aside, for
+the dead-letter topic. One bad partition so never stops the expiry of every other, nor the worker.
 """
 
 from __future__ import annotations
@@ -17,16 +22,18 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from app.worker_stats import BatchTally, WorkerStats
+from cassandra_model.errors import ModelError
 from cassandra_model.table_schema import TableSchema
 from schemas.change_codec import ChangeCodec
-from schemas.change_event import ChangeSource, clean_topic_name
+from schemas.change_event import ChangeEventError, ChangeSource, clean_topic_name
 from schemas.raw_event import RawEventHead, is_snapshot_source, raw_event_write_time
 from state.change import RowChange
+from state.errors import StateError, StoreError
 from state.partition_state import ApplyResult, prepare_event
 from state.store.merge import expire_partition, merge_event
 from state.store.transaction import DueExpiry, StateTransaction
@@ -38,11 +45,49 @@ log = logging.getLogger(__name__)
 MAX_EXPIRY_ROUNDS = 100
 
 
+#: what computing a stored partition's changes can raise for the data it holds (a StoreError, RocksDB
+#: failing, is not among them: it stops the worker)
+MERGE_ERRORS = (StateError, ModelError, ChangeEventError)
+
+
 @dataclass(slots=True, frozen=True)
 class CleanRecord:
     topic: str
     key: bytes
     value: bytes | None
+
+
+@dataclass(slots=True, frozen=True)
+class SetAsideExpiry:
+    """A stored partition whose expiry could not be computed: its due entries left the index."""
+
+    keyspace: str
+    table: str
+    table_id: uuid.UUID
+    partition_key: bytes
+    due_entries: int
+    first_due_s: int
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "keyspace": self.keyspace,
+            "table": self.table,
+            "partition_key": self.partition_key.hex(),
+            "due_entries": self.due_entries,
+            "first_due_s": self.first_due_s,
+            "reason": self.reason,
+        }
+
+
+class ExpiryFailed(Exception):
+    """The expiry of one stored partition failed. What the pass emitted may be sent already, so the
+    caller runs it again from the start with ``key`` (table id, partition key) set aside."""
+
+    def __init__(self, key: tuple[uuid.UUID, bytes], reason: str) -> None:
+        super().__init__(reason)
+        self.key = key
+        self.reason = reason
 
 
 class ChangeProcessor:
@@ -183,12 +228,16 @@ class ChangeProcessor:
         *,
         limit: int = 10_000,
         tally: BatchTally | None = None,
+        set_aside: Mapping[tuple[uuid.UUID, bytes], str] | None = None,
+        aside: list[SetAsideExpiry] | None = None,
     ) -> Generator[None, None, int]:
         """Emit the changes of every TTL that expired by ``now``; yields as ``process`` does, and returns
         how many due entries were looked at.
 
         Everything due by ``now`` is handled before returning (``limit`` only sizes each look), so an
-        event merged at ``now`` afterwards starts from the image consumers saw last."""
+        event merged at ``now`` afterwards starts from the image consumers saw last. The stored
+        partitions in ``set_aside`` (with why) lose their due entries instead, each reported in ``aside``;
+        ExpiryFailed names a partition whose expiry fails."""
         counts = BatchTally() if tally is None else tally
         now_s = now_ms // 1000
         looked = 0
@@ -207,9 +256,35 @@ class ChangeProcessor:
                     unknown += 1
                     log.warning("expiry due for table %s whose schema is unknown; kept for later", table_id)
                     continue
-                for first_expiry, changes in expire_partition(txn, schema, partition_key, items, now_s):
-                    self._emit_expired(changes, first_expiry, schema, now_ms, out, counts)
-                    yield
+                reason = None if set_aside is None else set_aside.get((table_id, partition_key))
+                if reason is not None:
+                    txn.set_aside_due(items)
+                    if aside is not None:
+                        first_due = min(item.at_s for item in items)
+                        aside.append(
+                            SetAsideExpiry(
+                                schema.keyspace,
+                                schema.table,
+                                table_id,
+                                partition_key,
+                                len(items),
+                                first_due,
+                                reason,
+                            )
+                        )
+                    continue
+                try:
+                    for first_expiry, changes in expire_partition(txn, schema, partition_key, items, now_s):
+                        self._emit_expired(changes, first_expiry, schema, now_ms, out, counts)
+                        yield
+                except MERGE_ERRORS as exc:
+                    if isinstance(exc, StoreError):
+                        raise
+                    raise ExpiryFailed(
+                        (table_id, partition_key),
+                        f"the expiry of {schema.keyspace}.{schema.table} partition {partition_key.hex()} "
+                        f"failed: {type(exc).__name__}: {exc}",
+                    ) from exc
             if unknown == len(by_partition):
                 break
         if tally is None:

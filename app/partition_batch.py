@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.change_processor import CleanRecord
+from app.change_processor import CleanRecord, SetAsideExpiry
 from app.raw_consumer import RawRecord
 from app.transactional_sink import OpenTransaction
 from app.worker_stats import BatchTally
@@ -35,6 +35,8 @@ class PartitionBatch:
     #: change records not sent yet
     out: list[CleanRecord] = field(default_factory=list)
     dead: list[DeadLetter] = field(default_factory=list)
+    #: stored partitions whose expiry failed, set aside in this transaction (for the dead-letter topic)
+    expiries_aside: list[SetAsideExpiry] = field(default_factory=list)
     #: the raw offset the group resumes from once this commits (None: an expiry, which consumes nothing)
     next_offset: int | None = None
     #: its Kafka transaction, begun early when change records were sent before the commit

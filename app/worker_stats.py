@@ -28,7 +28,7 @@ from app.consumer_lag import ConsumerLag
 
 OUTCOMES = ("duplicate", "late", "noop", "applied", "refused")
 #: why a raw record went to the dead-letter topic (the ``reason`` label of cdc_worker_dead_letters)
-DEAD_LETTER_REASONS = ("undecodable", "unknown_table", "unknown_column", "merge_error")
+DEAD_LETTER_REASONS = ("undecodable", "unknown_table", "unknown_column", "merge_error", "expiry_error")
 
 
 class TallyMark(NamedTuple):

@@ -518,6 +518,14 @@ class StateTransaction:
                 break
         return out
 
+    def set_aside_due(self, items: Sequence[DueExpiry]) -> None:
+        """Take ``items`` out of the due index; their rows stay as stored. The worker does this to a stored
+        partition whose expiry it could not compute (after reporting it), so that no expiry pass stops on
+        it again."""
+        self._check_open()
+        for item in items:
+            self._put(due_key(item.at_s, item.table_id.bytes, item.partition_key, item.clustering_key), None)
+
     # -- replica copies
 
     def seen_digest(self, digest: bytes) -> bool:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from app import batch_loop
+from app import batch_loop, change_processor
 from app.errors import TransactionFailed
 from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.schema_cql import table_to_cql
@@ -30,6 +30,7 @@ from cdc.verify.oracle import read_topic_records
 from runtime.kafka_proxy import END_TXN, KafkaProxy
 from runtime.kafka_topics import topic_partitions
 from schemas.schema_event import schema_event
+from state.errors import StateError
 from state.store import merge
 from testkit.event_builder import DeleteRange, EventBuilder, Write
 from tests.integration.agent_harness import wait_until
@@ -437,5 +438,71 @@ def test_an_event_failing_after_some_of_its_changes_were_sent_early_is_dead_lett
         [(key, value, headers)] = await dead_letters(kafka_bootstrap, dep.topics.dead_letter)
         assert (key, value) == (records[0].key, records[0].value)
         assert headers["cdc.reason.kind"] == "merge_error" and "int" in headers["cdc.reason"], headers
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# a stored partition whose expiry cannot be computed
+
+
+def test_a_stored_partition_whose_expiry_fails_is_set_aside_and_the_others_expire(
+    kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two rows expire in the same second; computing the expiry of one fails (the state raises a
+    StateError for it, as a stored value that no longer decodes would). With every change sent at once
+    (SEND_EARLY_RECORDS 1) the pass may have sent the other's expiry already: it is run again with the bad
+    partition set aside. Its due entries go, a dead letter names its table and key, the other row's expiry
+    is emitted once, and the next pass does not stop on it again."""
+    monkeypatch.setattr(batch_loop, "SEND_EARLY_RECORDS", 1)
+    real_expire_partition = change_processor.expire_partition
+    bad_keys: set[bytes] = set()
+
+    def expire_partition(txn, schema, partition_key, due, now_s):  # type: ignore[no-untyped-def]
+        if partition_key in bad_keys:
+            raise StateError("a stored cell does not decode")
+        return real_expire_partition(txn, schema, partition_key, due, now_s)
+
+    monkeypatch.setattr(change_processor, "expire_partition", expire_partition)
+
+    async def main() -> None:
+        dep = await deploy(kafka_bootstrap)
+        builder = dep.builder()
+        bad_keys.add(builder.partition_key(1))
+        async with worker_core(dep, tmp_path) as core:
+            await core.loop.restore_assigned()
+            now_s = int(time.time())
+            events = [
+                builder.event(Write(k, (), {"v": k}, ts=now_s * 1_000_000, ttl=2, insert=True), now=now_s)
+                for k in (1, 2)
+            ]
+            await core.loop.process(await dep.produce([(0, "users", e) for e in events]))
+            await asyncio.sleep(max(0.0, now_s + 2.05 - time.time()))
+            caplog.set_level(logging.WARNING, logger="app.batch_loop")
+
+            assert await core.loop.expire() >= 1
+            assert counter(core.stats, "cdc_worker_dead_letters_total", {"reason": "expiry_error"}) == 1
+            assert await core.loop.expire() == 0
+            assert counter(core.stats, "cdc_worker_dead_letters_total", {"reason": "expiry_error"}) == 1
+            assert_store_is_its_changelog(core, await committed(kafka_bootstrap, dep.topics.changelog))
+        again = [r.getMessage() for r in caplog.records if "again" in r.getMessage()]
+        assert len(again) == 1 and "users partition 00000001" in again[0], again
+
+        assert ops(await changes(kafka_bootstrap, dep.clean_topic())) == [
+            (1, "c"),
+            (2, "c"),
+            (2, "d"),
+            (2, "-"),
+        ]
+        [(key, value, headers)] = await dead_letters(kafka_bootstrap, dep.topics.dead_letter)
+        assert key == builder.partition_key(1) and value is not None
+        report = json.loads(value)
+        assert (report["keyspace"], report["table"], report["partition_key"]) == (
+            dep.keyspace,
+            "users",
+            "00000001",
+        )
+        assert report["due_entries"] >= 1 and report["first_due_s"] == now_s + 2, report
+        assert headers["cdc.reason.kind"] == "expiry_error" and "StateError" in headers["cdc.reason"], headers
 
     asyncio.run(main())
