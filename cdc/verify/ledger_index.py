@@ -149,7 +149,7 @@ class LedgerIndex:
         have applied (every attempt when it picks a new timestamp each time, else one: a retry with the
         same timestamp and values changes nothing visible), plus one expiry per distinct TTL it wrote."""
         item = self.issued[number]
-        times = item.attempts if item.op.server_timestamp else 1
+        times = item.attempts if item.op.applies_per_attempt else 1
         ttls = {w.ttl for w in item.op.writes if w.ttl is not None}
         return times * (1 + len(ttls))
 

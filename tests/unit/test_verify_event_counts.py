@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cdc.verify.event_counts import count_events
 from cdc.verify.oracle import by_key, chain_problems
-from cdc.verify.workload.cell_write import DELETE, DELTA, LIVENESS, SET, CellWrite
+from cdc.verify.workload.cell_write import ADD, DELETE, DELTA, LIVENESS, SET, CellWrite
 from tests.unit.test_verify_image_audit import (
     BASE,
     HITS,
@@ -52,6 +52,18 @@ def test_a_ttl_allows_its_expiry_event_and_a_retried_counter_each_attempt() -> N
     twice = [event(key, None, one, 1, offset=1), event(key, one, two, 2, offset=2)]
     assert not count_events("hits", by_key(twice), index(counter, attempts=2)).over_bound
     assert count_events("hits", by_key(twice), index(counter, attempts=1)).over_bound
+
+
+def test_a_retried_list_append_may_apply_at_each_attempt_a_retried_set_add_once() -> None:
+    """Each execution of a list append adds new elements (cell paths the coordinator picks), even under
+    one USING TIMESTAMP: a retried one can show twice. A retried set add writes the same cells again."""
+    one, two = image("kv", id=7, items=[18]), image("kv", id=7, items=[18, 18])
+    twice = [event(KEY, None, one, BASE + 5, offset=1), event(KEY, one, two, BASE + 5, offset=2)]
+    append = op(CellWrite("kv", KV, "items", ADD, [18]), ts=BASE + 5, kind="list_append")
+    assert not count_events("kv", by_key(twice), index(append, attempts=2)).over_bound
+    assert count_events("kv", by_key(twice), index(append, attempts=1)).over_bound
+    tags = op(CellWrite("kv", KV, "tags", ADD, {"red"}), ts=BASE + 5, kind="set_add")
+    assert count_events("kv", by_key(twice), index(tags, attempts=2)).over_bound
 
 
 def test_a_no_op_event_is_counted() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdc.verify.workload.cell_write import CellWrite
+from cdc.verify.workload.cell_write import ADD, CellWrite
 
 KINDS: tuple[str, ...] = (
     "insert",
@@ -62,6 +62,13 @@ class Operation:
     def server_timestamp(self) -> bool:
         """Whether Cassandra picks the write timestamp (LWT: the Paxos ballot; counters: the leader)."""
         return self.timestamp is None
+
+    @property
+    def applies_per_attempt(self) -> bool:
+        """Whether each attempt that reaches Cassandra may apply anew, visibly: Cassandra picks the
+        timestamp, or the request adds to a list (each execution makes new elements, at cell paths the
+        coordinator picks, even under one USING TIMESTAMP). Other writes repeat the same cells."""
+        return self.server_timestamp or any(w.mode == ADD and isinstance(w.value, list) for w in self.writes)
 
 
 @dataclass(slots=True, frozen=True)
