@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 #: a schema miss triggers at most one reload per this many seconds (a dropped table's mutations recur)
 MIN_RELOAD_INTERVAL_S = 2.0
+#: how long reading waits for the node's schema to learn a column its commit log already holds cells of
+UNKNOWN_COLUMN_WAIT_S = 600.0
 
 _connecting = threading.local()
 
@@ -59,8 +61,16 @@ class MissAction(Enum):
 
 
 class SchemaSource:
-    def __init__(self, config: CassandraConfig, *, cluster_name: str, metrics: AgentMetrics) -> None:
+    def __init__(
+        self,
+        config: CassandraConfig,
+        *,
+        cluster_name: str,
+        metrics: AgentMetrics,
+        unknown_column_wait_s: float = UNKNOWN_COLUMN_WAIT_S,
+    ) -> None:
         self.config = config
+        self.unknown_column_wait_s = unknown_column_wait_s
         self.cluster_name = cluster_name
         self.metrics = metrics
         self.catalog = SchemaCatalog()
@@ -70,6 +80,8 @@ class SchemaSource:
         self._last_reload = 0.0
         self._dropped: set[uuid.UUID] = set()
         self._misses: dict[str, float] = {}
+        #: unknown columns being waited for: ``<keyspace>.<table>.<column>`` -> (first miss, last miss)
+        self._column_waits: dict[str, tuple[float, float]] = {}
         self.reachable = False
         self.problem: str | None = None
         """Why the last reload failed, when the config must change (names the key; no secret); else None."""
@@ -129,10 +141,13 @@ class SchemaSource:
     def resolve_miss(self, error: MutationDecodeError) -> MissAction:
         """Decoder hook for an unknown table or column (a table created or altered after the last load).
 
-        Reloads at most every MIN_RELOAD_INTERVAL_S; gives up on a name only when a reload made after it
-        was first missed still does not know it (e.g. a dropped table whose mutations are still in the log).
+        Reloads at most every MIN_RELOAD_INTERVAL_S; gives up on a table only when a reload made after it
+        was first missed still does not know it (e.g. a dropped table whose mutations are still in the log),
+        on a column of a known table only after ``unknown_column_wait_s`` (``_wait_for_column``).
         """
-        if not isinstance(error, UnknownTableError | UnknownColumnError):
+        if isinstance(error, UnknownColumnError):
+            return self._wait_for_column(error)
+        if not isinstance(error, UnknownTableError):
             return MissAction.GIVE_UP
         key = error.reason
         missed_at = self._misses.get(key)
@@ -143,6 +158,29 @@ class SchemaSource:
             return MissAction.WAIT
         self._misses[key] = time.monotonic()
         log.info("reloading the schema: %s", error.reason)
+        return MissAction.RETRY if self.reload() else MissAction.WAIT
+
+    def _wait_for_column(self, error: UnknownColumnError) -> MissAction:
+        """A column of a known table that the node's schema lacks. A node that missed an `ALTER TABLE ...
+        ADD` while it was down logs the new column's cells before its schema has caught up (observed: three
+        minutes after a kill -9), so one reload is not enough: reading stops before the entry and the
+        schema is reloaded every MIN_RELOAD_INTERVAL_S, for up to ``unknown_column_wait_s``; only then is
+        the entry given up (quarantined and counted)."""
+        key = error.column or error.reason
+        now = time.monotonic()
+        first, last = self._column_waits.get(key, (now, now))
+        if now - last > 10 * MIN_RELOAD_INTERVAL_S:  # not missed lately: a new wait, not the old one's end
+            first = now
+        self._column_waits[key] = (first, now)
+        if now - first >= self.unknown_column_wait_s:
+            log.error("giving up on an entry after waiting %.0f s for the node's schema to know column %s: %s",
+                      now - first, key, error.reason)  # fmt: skip
+            return MissAction.GIVE_UP
+        if now - self._last_reload < MIN_RELOAD_INTERVAL_S:
+            return MissAction.WAIT
+        if first == now:
+            log.warning("the node's schema lacks column %s (reading waits before the entry, up to %.0f s): %s",
+                        key, self.unknown_column_wait_s, error.reason)  # fmt: skip
         return MissAction.RETRY if self.reload() else MissAction.WAIT
 
     def captured(self, table: TableSchema) -> bool:

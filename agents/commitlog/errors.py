@@ -35,7 +35,14 @@ class MutationDecodeError(CommitLogError):
 
 
 class UnknownColumnError(MutationDecodeError):
-    """A mutation names a column that the table's schema (current or dropped columns) does not have."""
+    """A mutation names a column that the table's schema (current or dropped columns) does not have;
+    ``column`` is ``<keyspace>.<table>.<column>``."""
+
+    def __init__(
+        self, reason: str, *, segment: str | None = None, offset: int | None = None, column: str = ""
+    ) -> None:
+        super().__init__(reason, segment=segment, offset=offset)
+        self.column = column
 
 
 # A mutation that cannot be decoded: the decoder's own error, a value that does not decode, a table id not known.

@@ -171,8 +171,10 @@ def decode_mutation(
     except DECODE_ERRORS as exc:
         if exc.segment is not None or exc.offset is not None:
             raise
-        where = _where(context, len(buf))
-        raise type(exc)(f"{where}: {exc.reason}", segment=segment, offset=offset) from exc
+        reason = f"{_where(context, len(buf))}: {exc.reason}"
+        if isinstance(exc, UnknownColumnError):
+            raise UnknownColumnError(reason, segment=segment, offset=offset, column=exc.column) from exc
+        raise type(exc)(reason, segment=segment, offset=offset) from exc
     except (_Malformed, IndexError, struct.error, ValueError, OverflowError, KeyError, TypeError) as exc:
         reason = str(exc) if isinstance(exc, _Malformed) else f"truncated or malformed ({exc!r})"
         raise MutationDecodeError(
@@ -236,7 +238,9 @@ def _resolve_header(buf: bytes, pos: int, count: int, schema: TableSchema, stati
         column = schema.header_column(name)
         if column is None:
             kind = "static" if static else "regular"
-            raise UnknownColumnError(f"unknown {kind} column {name!r} in table {schema.name}")
+            raise UnknownColumnError(
+                f"unknown {kind} column {name!r} in table {schema.name}", column=f"{schema.name}.{name}"
+            )
         columns.append(_column(column, schema.dropped_time(name)))
     return _Header(tuple(columns))
 

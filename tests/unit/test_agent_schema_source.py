@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import agents.schema_source as schema_source_module
+from agents.commitlog.errors import UnknownColumnError
 from agents.metrics import AgentMetrics
 from agents.schema_source import MissAction, SchemaSource
 from cassandra_model.ddl_parser import load_schema_from_cql
@@ -49,3 +50,46 @@ def test_tables_of_other_keyspaces_are_known_but_not_captured(monkeypatch: pytes
     assert [e.table for e in source.pending_events()] == ["orders"], "only captured tables are published"
     # a table that really is new still gets a reload (after the rate limit), never a silent skip
     assert source.resolve_miss(UnknownTableError(str(uuid.uuid4()))) is MissAction.WAIT
+
+
+def test_a_column_the_nodes_schema_lacks_is_waited_for_not_given_up_after_one_reload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seen in a fault campaign: a node back from kill -9 logged cells of a column added while it was down
+    for three minutes before its own schema had the column, and the agent quarantined 83 entries, one per
+    reload. Now reading waits before the entry, reloading every MIN_RELOAD_INTERVAL_S, until the column
+    arrives; it gives the entry up only after ``unknown_column_wait_s``."""
+    clock = [1000.0]
+    monkeypatch.setattr(schema_source_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(schema_source_module, "load_schema_from_session", fake_load)
+    monkeypatch.setattr(SchemaSource, "_connect", lambda self: object())
+    reloads = []
+    real_reload = SchemaSource.reload
+
+    def counted(self: SchemaSource) -> bool:
+        reloads.append(clock[0])
+        return real_reload(self)
+
+    monkeypatch.setattr(SchemaSource, "reload", counted)
+    source = SchemaSource(
+        CassandraConfig(keyspaces=["shop"]),
+        cluster_name="c",
+        metrics=AgentMetrics(),
+        unknown_column_wait_s=60,
+    )
+    assert source.reload()
+    miss = UnknownColumnError(
+        "unknown regular column 'extra' in table shop.orders", column="shop.orders.extra"
+    )
+    actions = []
+    for _ in range(40):  # the agent meets the entry again every cycle; here every 2.5 s
+        clock[0] += 2.5
+        actions.append(source.resolve_miss(miss))
+        actions.append(source.resolve_miss(miss))  # decoded again at once after a reload: still unknown
+    assert MissAction.GIVE_UP not in actions[: 2 * 23], actions
+    assert actions.count(MissAction.RETRY) >= 20 and len(reloads) >= 21, (actions, reloads)
+    assert actions[-1] is MissAction.GIVE_UP, "given up after the wait (quarantined, counted)"
+
+    # missed again much later (a column added again after a drop): a new wait, not the old one's end
+    clock[0] += 3600
+    assert source.resolve_miss(miss) is MissAction.RETRY

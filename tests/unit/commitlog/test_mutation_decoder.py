@@ -785,6 +785,7 @@ def test_unknown_column_names_column_and_table(catalog: SchemaCatalog) -> None:
     with pytest.raises(UnknownColumnError, match=r"'nosuch' in table ks\.counts") as info:
         decode(data, catalog)
     assert info.value.segment == "CommitLog-7-42.log"
+    assert info.value.column == "ks.counts.nosuch", "the agent waits for the column by this name"
 
 
 def _sample_mutations() -> list[bytes]:
