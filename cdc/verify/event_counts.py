@@ -4,15 +4,18 @@
   picks the timestamp: a retried counter update or LWT can apply twice), plus one per distinct TTL the
   operation wrote (the expiry). More events than that means a change was emitted twice somewhere.
 - **No-op events**: ``before == after``: an event for a change nobody can see.
-- **Duplicate events**: the same change twice for one key: equal ``before``, ``after``, ``op``, write
-  time and expiry flag. A row never goes through one change twice legitimately: its image is made of its
-  own cells (and the partition's static cells), each of which only ever moves to a newer write, so
-  getting back to the same ``before`` needs a newer write, and then the write time differs. A batch
-  committed twice, or a replica copy merged twice, shows up here even when the key's chain of images
-  stays unbroken. The one exception is a partition's static-only row (null clustering columns): it shows
-  while the partition has no live clustering row and hides while it has one, so the same static cells
-  can appear, with the same write time, each time the partition's last row goes; its repeats are left
-  to the chain check (oracle.chain_problems).
+- **Duplicate events**: one raw event's change emitted twice for one key: equal ``before``, ``after``,
+  ``op``, write time, expiry flag and raw position (node, segment, offset; none for an expiry). A raw
+  event changes a row at most once, so the same change from the same position twice is a batch
+  committed twice, even when the key's chain of images stays unbroken. The position is part of it
+  because a row can legitimately go through the same change twice: an event's write time is the row's
+  newest cell, so under a cell written far in the future, ``items`` set to ``[0]``, removed and set to
+  ``[0]`` again by three statements gives two events alike in all but the raw event they came from
+  (seen in a 200,000-operation soak). A replica copy merged twice is a no-op event and counts there.
+  A partition's static-only row (null clustering columns) shows while the partition has no live
+  clustering row and hides while it has one, so the same static cells can appear, with the same write
+  time, each time the partition's last row goes; its repeats are left to the chain check
+  (oracle.chain_problems).
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ def count_events(table: str, histories: dict[str, list[CleanEvent]], index: Ledg
             source = value.get("source") or {}
             signature = canonical(
                 [value.get("before"), value.get("after"), value.get("op"), source.get("write_time_us"),
-                 bool(source.get("expired"))]
+                 bool(source.get("expired")), source.get("node"), source.get("segment_id"),
+                 source.get("offset")]
             )  # fmt: skip
             if signature in seen and not recurs:
                 counts.duplicates.append(where)

@@ -87,6 +87,23 @@ def test_a_change_emitted_twice_is_a_duplicate_even_when_the_chain_holds() -> No
     assert counts.duplicates == ['kv key {"id": 7} at 0@4'] and not counts.noops
 
 
+def test_the_same_change_from_two_raw_events_is_no_duplicate_from_one_raw_event_twice_it_is() -> None:
+    """Under a cell written far in the future (the event's write time is the row's newest cell), A -> B,
+    B -> A, A -> B by three statements: the first and last events are alike but for their raw events.
+    The same raw event's change twice is a duplicate."""
+    ledger = index(INSERT, op(CellWrite("kv", KV, "score", SET, 5), ts=BASE + 200), INSERT, INSERT)
+    future = BASE + 10**9
+    history = [
+        event(KEY, None, A, future, offset=1, raw=("node1", 7, 100)),
+        event(KEY, A, B, future, offset=2, raw=("node1", 7, 200)),
+        event(KEY, B, A, future, offset=3, raw=("node2", 9, 50)),
+        event(KEY, A, B, future, offset=4, raw=("node3", 8, 300)),
+    ]
+    assert not count_events("kv", by_key(history), ledger).duplicates
+    history[3] = event(KEY, A, B, future, offset=4, raw=("node1", 7, 200))
+    assert count_events("kv", by_key(history), ledger).duplicates == ['kv key {"id": 7} at 0@4']
+
+
 def test_a_static_only_row_may_show_the_same_static_cells_again() -> None:
     """The partition's static-only row hides while a clustering row lives and shows again, unchanged,
     when that row goes: the same change twice, legitimately."""

@@ -75,9 +75,13 @@ def event(
     *,
     expired: bool = False,
     offset: int = 1,
+    raw: tuple[str, int, int] | None = None,
 ) -> CleanEvent:
+    """``raw``: the (node, segment id, offset) of the raw event the change came from."""
     op_code = "c" if before is None else "d" if after is None else "u"
-    source = {"write_time_us": write_time, "expired": expired}
+    source: dict[str, Any] = {"write_time_us": write_time, "expired": expired}
+    if raw is not None:
+        source.update(node=raw[0], segment_id=raw[1], offset=raw[2])
     return CleanEvent(0, offset, 0, key, {"before": before, "after": after, "op": op_code, "source": source})
 
 
