@@ -165,6 +165,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         raise ValueError(
             f"--faults: unknown kind {', '.join(unknown)}; choose from {', '.join(KINDS)} or all"
         )
+    if args.summarize:
+        if args.report is None:
+            raise ValueError("--summarize: give --report FILE, where the summary goes")
+        return _verify_summary(args.summarize, args.report)
     operations, fault_count = args.operations, args.fault_count
     if args.soak:
         operations = args.operations if args.operations != 2000 else 200_000
@@ -208,6 +212,21 @@ def _verify_campaign(args: argparse.Namespace, options: object) -> int:
     summary = run_campaign(_infra_settings(args), options, args.campaign, summary_path=options.report_path)
     print(json.dumps({k: v for k, v in summary.items() if k != "per_run"}, indent=2))
     print(f"summary: {options.report_path}; one report per run in {options.workdir / 'reports'}")
+    if summary["clean"]:
+        return 0
+    return 1 if summary["verdicts"].get("failed") else 2
+
+
+def _verify_summary(folders: list[Path], report_path: Path) -> int:
+    """`cdc verify --summarize DIR...`: one summary of the campaigns run in DIR... (say, one half of the
+    seeds on each of two sets of services); exit codes as for a campaign."""
+    from cdc.verify.campaign import summarize_folders
+
+    summary = summarize_folders(folders)
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    print(json.dumps({k: v for k, v in summary.items() if k != "per_run"}, indent=2))
+    print(f"summary: {report_path}")
     if summary["clean"]:
         return 0
     return 1 if summary["verdicts"].get("failed") else 2
@@ -342,6 +361,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSON report path (default <workdir>/report.json; with --campaign the summary, <workdir>/summary.json)",
     )
     verify.add_argument("--workdir", type=Path, help="configs and logs of the agents and workers")
+    verify.add_argument(
+        "--summarize",
+        type=Path,
+        nargs="+",
+        metavar="DIR",
+        help="run nothing: one summary (to --report) of the campaigns whose workdirs are DIR...",
+    )
     verify.set_defaults(func=_cmd_verify)
 
     demo = commands.add_parser(

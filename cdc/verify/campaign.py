@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -80,6 +81,21 @@ def summarize(reports: list[dict[str, Any]], report_paths: list[Path]) -> dict[s
             for r, path in zip(reports, report_paths, strict=True)
         ],
     }
+
+
+def summarize_folders(folders: list[Path]) -> dict[str, Any]:
+    """One summary of the run reports in ``folders`` (each a campaign's workdir, whose ``reports/`` holds
+    them), in seed order: a campaign split over several sets of services adds up as one. Each run's
+    ``report`` path is relative to the folders' common parent."""
+    paths = sorted(
+        (path for folder in folders for path in (folder / "reports").glob("run-*.json")),
+        key=lambda path: (json.loads(path.read_text()).get("seed") or 0, path.name),
+    )
+    if not paths:
+        raise ValueError(f"no run-*.json reports under {', '.join(str(f / 'reports') for f in folders)}")
+    parent = Path(os.path.commonpath([str(folder.resolve().parent) for folder in folders]))
+    reports = [json.loads(path.read_text()) for path in paths]
+    return summarize(reports, [path.resolve().relative_to(parent) for path in paths])
 
 
 def run_campaign(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cdc.verify.campaign import run_campaign, run_options
+from cdc.verify.campaign import run_campaign, run_options, summarize_folders
 from cdc.verify.faults import KINDS
 from cdc.verify.runner import COUNTS, VerifyOptions, invalid_run
 from cdc.verify.verdict import FAILURES, judged
@@ -102,3 +102,29 @@ def test_a_campaign_of_clean_runs_is_clean(tmp_path: Path) -> None:
         run_campaign(
             InfraSettings.from_env(home=tmp_path), VerifyOptions(workdir=tmp_path), 0, summary_path=tmp_path
         )
+
+
+def test_campaigns_run_apart_sum_up_as_one_in_seed_order(tmp_path: Path) -> None:
+    """Two halves of a campaign, each on services of its own, give one summary, runs in seed order and
+    each report named under the halves' common folder."""
+    for half, seeds in (("b", (12, 13)), ("a", (10, 11))):
+        reports = tmp_path / half / "reports"
+        reports.mkdir(parents=True)
+        for seed in seeds:
+            counts = dict.fromkeys(COUNTS, 0) | {"events_per_operation": 1.0, "latency_ms": {}}
+            report = {
+                **judged(counts),
+                "seed": seed,
+                "operations": 100,
+                "faults": [{"kind": "node", "error": None}],
+            }
+            (reports / f"run-{seed - 9:03d}-seed-{seed}.json").write_text(json.dumps(report))
+    summary = summarize_folders([tmp_path / "a", tmp_path / "b"])
+    assert summary["seeds"] == [10, 11, 12, 13] and summary["runs"] == 4 and summary["clean"] is True
+    assert summary["faults"] == {"node": 4} and summary["operations"] == 400
+    assert [r["report"] for r in summary["per_run"]][::3] == [
+        "a/reports/run-001-seed-10.json",
+        "b/reports/run-004-seed-13.json",
+    ]
+    with pytest.raises(ValueError, match="no run"):
+        summarize_folders([tmp_path / "missing"])
