@@ -300,19 +300,21 @@ class FaultInjector:
         record.target = node.spec.name
         self.killed.add(agent.name)
         agent.stop()
-        limit = node.spec.cdc_total_space_mb * 2**20 * 3 // 2
-        result = self.filler.fill(node.spec.address, node.spec.log_file, limit)
-        record.detail = (f"{result.bytes_written / 2**20:.0f} MiB of filler in {result.seconds:.1f} s, then "
-                         f"{node.spec.name} rejected CDC writes ({result.cdc_bytes_on_disk} CDC bytes on disk, "
-                         f"cdc_total_space {node.spec.cdc_total_space_mb} MiB)")  # fmt: skip
-        time.sleep(self.full_hold_s)
 
         def back() -> None:
             agent.start()
             agent.wait_healthy(120)
 
-        restart(agent.name, back, self.restart_backoff_s)
-        self.killed.discard(agent.name)
+        try:
+            limit = node.spec.cdc_total_space_mb * 2**20 * 3 // 2
+            result = self.filler.fill(node.spec.address, node.spec.log_file, limit)
+            record.detail = (f"{result.bytes_written / 2**20:.0f} MiB of filler in {result.seconds:.1f} s, then "
+                             f"{node.spec.name} rejected CDC writes ({result.cdc_bytes_on_disk} CDC bytes on "
+                             f"disk, cdc_total_space {node.spec.cdc_total_space_mb} MiB)")  # fmt: skip
+            time.sleep(self.full_hold_s)
+        finally:  # a fill that failed still gives the node its agent back
+            restart(agent.name, back, self.restart_backoff_s)
+            self.killed.discard(agent.name)
         deadline = time.monotonic() + 300.0
         while not self.filler.accepted(node.spec.address):
             if time.monotonic() > deadline:
