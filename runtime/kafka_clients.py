@@ -251,16 +251,31 @@ async def diagnose_kafka(kafka: KafkaConfig) -> str | None:
 
 async def start_kafka_client(client: Any, kafka: KafkaConfig) -> None:
     """`await client.start()`; when it cannot reach the cluster, KafkaAccessError says why and which
-    `kafka.security` key to change (from `diagnose_kafka`), else the original error propagates."""
+    `kafka.security` key to change (from `diagnose_kafka`), else the original error propagates.
+
+    A broker that is starting can answer metadata without a broker in it, and aiokafka then fails an
+    assertion ("Did we not perform bootstrap?") looking for the transaction coordinator: that is Kafka not
+    up yet, so it is raised as a KafkaConnectionError, which callers wait out like a refused connection."""
     try:
-        await client.start()
+        try:
+            await client.start()
+        except AssertionError as exc:
+            await _stop_quietly(client)
+            raise KafkaConnectionError(
+                f"Kafka at {kafka.bootstrap_servers} is not ready (it answered without a broker: {exc})"
+            ) from exc
     except KafkaConnectionError as exc:
         reason = explain_kafka_error(exc, kafka) if not isinstance(exc, KafkaAccessError) else None
         reason = reason or await diagnose_kafka(kafka)
         if reason is None:
             raise
-        stop = getattr(client, "stop", None) or getattr(client, "close", None)
-        if stop is not None:
-            with contextlib.suppress(KafkaError, OSError):
-                await stop()
+        await _stop_quietly(client)
         raise KafkaAccessError(reason) from exc
+
+
+async def _stop_quietly(client: Any) -> None:
+    """Stop (or close) a client whose start failed, whatever state it was left in."""
+    stop = getattr(client, "stop", None) or getattr(client, "close", None)
+    if stop is not None:
+        with contextlib.suppress(KafkaError, OSError, AssertionError):
+            await stop()

@@ -14,8 +14,11 @@ Faults, each for the next matching request on any connection:
 - ``cut_before(api_key)``: the request is dropped and every connection cut: it never took effect;
 - ``cut_now()``: every connection cut at once.
 
-After a cut, new connections are refused (closed as they come) for ``refuse_s``: the client's retries
-fail too, for as long as a test needs. Requests and responses are otherwise passed on byte for byte.
+After a cut, new connections are refused for ``refuse_s``: the client's retries fail too, for as long
+as a test needs. Refused as a stopped broker refuses them: the proxy stops listening, so a connect fails
+(ECONNREFUSED) instead of being accepted and closed, which a client reads as a TLS or SASL listener
+(runtime.kafka_clients). The same when the broker behind it is down: the proxy stops listening until it
+is back. Requests and responses are otherwise passed on byte for byte.
 """
 
 from __future__ import annotations
@@ -164,6 +167,10 @@ class KafkaProxy:
         self._handlers: set[asyncio.Task[None]] = set()
         self._faults: list[_Fault] = []
         self._refuse_until = 0.0
+        self._host = self.upstream[0]
+        #: the task that listens again once a refusal is over and the broker answers
+        self._reopening: asyncio.Task[None] | None = None
+        self._stopping = False
         #: connections accepted, and refused during a fault
         self.accepted = 0
         self.refused = 0
@@ -173,11 +180,16 @@ class KafkaProxy:
         return f"{self.upstream[0]}:{self.port}"
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.upstream[0], 0)
+        self._server = await asyncio.start_server(self._serve, self._host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
         """Cut every connection and stop listening, once each connection's handler has ended."""
+        self._stopping = True
+        if self._reopening is not None:
+            self._reopening.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reopening
         server, self._server = self._server, None
         if server is not None:
             server.close()
@@ -221,8 +233,36 @@ class KafkaProxy:
         self._cut()
 
     def _refuse(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
         loop = asyncio.get_running_loop()
         self._refuse_until = max(self._refuse_until, loop.time() + seconds)
+        self._stop_listening()
+
+    def _stop_listening(self) -> None:
+        """Close the listening socket (connects fail) until the refusal is over and the broker answers."""
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self._reopening is None and not self._stopping:
+            self._reopening = asyncio.ensure_future(self._listen_again())
+
+    async def _listen_again(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while not self._stopping:
+                await asyncio.sleep(max(0.2, self._refuse_until - loop.time()))
+                if loop.time() < self._refuse_until:
+                    continue
+                try:
+                    _, probe = await asyncio.open_connection(*self.upstream)
+                    probe.close()
+                    await self.start()  # the same port
+                    return
+                except OSError:  # the broker still down, or the port not free yet: try again
+                    continue
+        finally:
+            self._reopening = None
 
     def _cut(self) -> None:
         for writer in list(self._connections):
@@ -249,7 +289,7 @@ class KafkaProxy:
     async def _carry(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
         """One client connection: refused during a fault, else joined to a connection to the broker."""
         if self._server is None or asyncio.get_running_loop().time() < self._refuse_until:
-            self.refused += 1
+            self.refused += 1  # accepted just before the listening stopped
             client_out.transport.abort()
             return
         self.accepted += 1
@@ -257,6 +297,7 @@ class KafkaProxy:
             broker_in, broker_out = await asyncio.open_connection(*self.upstream)
         except OSError:
             client_out.transport.abort()
+            self._stop_listening()  # the broker is down: refuse as it would, until it is back
             return
         self._connections |= {client_out, broker_out}
         #: correlation id -> (api key, version, fault whose answer is withheld)

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import MessageSizeTooLargeError, ProducerFenced
+from aiokafka.errors import GroupCoordinatorNotAvailableError, MessageSizeTooLargeError, ProducerFenced
 
 from app import batch_loop
 from app.batch_loop import BatchLoop, Topics
@@ -150,7 +150,23 @@ async def deploy(bootstrap: str, *, raw_topic_configs: dict[str, str] | None = N
         ],
     )
     await dep.publish_schema("users")
+    await wait_for_group_coordinator(bootstrap, dep.app_id)
     return dep
+
+
+async def wait_for_group_coordinator(bootstrap: str, group: str, timeout_s: float = 60.0) -> None:
+    """A fresh broker creates __consumer_offsets at the first group request and answers
+    GroupCoordinatorNotAvailable until then: a test whose first step reads the group's offsets (a
+    partition taken over) waits for it, as the worker's own start-up does."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            await group_offsets(bootstrap, group, "any")
+            return
+        except GroupCoordinatorNotAvailableError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
 
 
 @dataclass(slots=True)

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+import pytest
 from aiokafka.protocol.coordination import FindCoordinatorResponse_v1
 from aiokafka.protocol.metadata import MetadataResponse_v1
 
@@ -145,12 +146,50 @@ def test_cut_after_forwards_the_request_withholds_its_answer_and_refuses_connect
             assert (END_TXN, client.correlation_id) in broker.requests, "the request was not forwarded"
             assert await client.closed(), "the answer came through"
             assert await bystander.closed(), "another connection was not cut"
-            refused = await Client.connect(proxy)
-            assert await refused.closed() and proxy.refused == 1
-            await asyncio.sleep(1.1)
-            again = await Client.connect(proxy)
+            with pytest.raises(ConnectionRefusedError):  # as a stopped broker, not accepted and closed
+                await Client.connect(proxy)
+            await asyncio.sleep(1.0)
+            again = await connected_within(proxy, 3.0)
             assert MetadataResponse_v1.decode(await again.ask(METADATA, 1)).brokers[0][2] == proxy.port
             again.close()
+
+    asyncio.run(main())
+
+
+async def connected_within(proxy: KafkaProxy, seconds: float) -> Client:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        try:
+            return await Client.connect(proxy)
+        except ConnectionRefusedError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+def test_with_the_broker_down_connects_are_refused_until_it_is_back_on_the_same_port() -> None:
+    """A client must see the broker's absence as a refused connect (the broker not up yet), not as a
+    connection accepted and closed at the first request (a TLS or SASL listener, to a client)."""
+
+    async def main() -> None:
+        broker = StandInBroker()
+        server = await asyncio.start_server(broker.serve, HOST, 0)
+        broker.port = server.sockets[0].getsockname()[1]
+        async with KafkaProxy(f"{HOST}:{broker.port}") as proxy:
+            port = proxy.port
+            server.close()
+            await server.wait_closed()
+            first = await Client.connect(proxy)  # accepted before the proxy knew: closed at once
+            assert await first.closed()
+            with pytest.raises(ConnectionRefusedError):
+                await Client.connect(proxy)
+            server = await asyncio.start_server(broker.serve, HOST, broker.port)
+            client = await connected_within(proxy, 3.0)
+            assert proxy.port == port
+            await client.ask(METADATA, 1)
+            client.close()
+        server.close()
+        await server.wait_closed()
 
     asyncio.run(main())
 
