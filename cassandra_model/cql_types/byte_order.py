@@ -34,7 +34,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 
-from cassandra_model.cql_types.framing import read_sized_element, read_unsigned_vint
+from cassandra_model.cql_types.framing import read_fields, read_sized_element, read_unsigned_vint
 from cassandra_model.errors import ClusteringValueError
 
 ValueEncoder = Callable[[bytes], bytes]
@@ -208,13 +208,7 @@ def fields(types: Sequence[ValueEncoder]) -> ValueEncoder:
     nested = [_nested(t) for t in types]
 
     def encode(b: bytes) -> bytes:
-        pos = 0
-        items: list[bytes | None] = []
-        while pos < len(b):
-            if len(items) == len(nested):
-                raise ClusteringValueError(f"tuple/UDT value has more than {len(nested)} fields")
-            item, pos = read_sized_element(b, pos)
-            items.append(item)
+        items = read_fields(b, len(nested), "tuple/UDT", too_many=ClusteringValueError)
         while items and items[-1] is None:
             items.pop()
         parts = [enc(item) for enc, item in zip(nested, items, strict=False)]

@@ -35,8 +35,8 @@ from collections.abc import Callable, Sequence
 
 from cassandra_model.cql_types.framing import (
     read_elements,
+    read_fields,
     read_pairs,
-    read_sized_element,
     read_unsigned_vint,
     sized,
     unsigned_vint,
@@ -160,13 +160,8 @@ def fields(types: Sequence[CanonicalForm]) -> CanonicalForm:
     nested = [_nested(t) for t in types]
 
     def canonical(b: bytes) -> bytes:
-        pos = 0
-        items: list[bytes | None] = []
-        while pos < len(b):
-            if len(items) == len(nested):
-                raise ClusteringValueError(f"tuple/UDT value has more than {len(nested)} fields")
-            item, pos = read_sized_element(b, pos)
-            items.append(nested[len(items)](item))
+        fields = read_fields(b, len(nested), "tuple/UDT", too_many=ClusteringValueError)
+        items = [form(item) for form, item in zip(nested, fields, strict=False)]
         while len(items) > 1 and items[-1] is None:
             items.pop()
         return _framed(items)

@@ -106,13 +106,16 @@ def read_pairs(data: bytes) -> list[tuple[bytes | None, bytes | None]]:
     return out
 
 
-def read_fields(data: bytes, limit: int, what: str) -> list[bytes | None]:
-    """int32-length-prefixed fields up to the end of the value (a value may hold fewer than declared)."""
+def read_fields(
+    data: bytes, limit: int, what: str, *, too_many: type[ValueError] = ValueError
+) -> list[bytes | None]:
+    """int32-length-prefixed fields up to the end of the value (a value may hold fewer than declared);
+    more than ``limit`` raise ``too_many`` (a clustering's ClusteringValueError, say)."""
     pos = 0
     out: list[bytes | None] = []
     while pos < len(data):
         if len(out) == limit:
-            raise ValueError(f"{what} value has more than {limit} fields")
+            raise too_many(f"{what} value has more than {limit} fields")
         item, pos = read_sized_element(data, pos)
         out.append(item)
     return out
