@@ -64,6 +64,24 @@ def register_views(app: faust.App, worker: Worker) -> None:
             return None
         return view.json({"error": "missing or wrong bearer token (worker.web_token)"}, status=401)
 
+    async def served_elsewhere(view: View, request: Request, partition: int) -> Response | None:
+        """The answer for a request about raw partition ``partition`` that this worker cannot serve: sent
+        on to the partition's owner, or 503 while none owns it or it is being restored here; None when this
+        worker serves it."""
+        if partition not in worker.partitions.assigned and "routed" not in request.query:
+            owner = worker.owners.owner(partition)
+            if owner is None:
+                return view.json(
+                    {"error": f"no worker owns raw partition {partition} right now; retry"}, status=503
+                )
+            return await _forward(app, view, request, owner)
+        if partition not in worker.partitions.ready:
+            return view.json(
+                {"error": f"raw partition {partition} is not ready on {worker.settings.worker_id}; retry"},
+                status=503,
+            )
+        return None
+
     @app.page("/health")
     async def health(self: View, request: Request) -> Response:
         body = {
@@ -111,18 +129,8 @@ def register_views(app: faust.App, worker: Worker) -> None:
             return self.json({"error": f"bad key for {keyspace}.{table}: {exc}"}, status=400)
         raw_key = encode_raw_key(schema.keyspace, schema.table, partition_key)
         partition = key_partition(raw_key, worker.config.kafka.raw_partitions)
-        if partition not in worker.partitions.assigned and "routed" not in request.query:
-            owner = worker.owners.owner(partition)
-            if owner is None:
-                return self.json(
-                    {"error": f"no worker owns raw partition {partition} right now; retry"}, status=503
-                )
-            return await _forward(app, self, request, owner)
-        if partition not in worker.partitions.ready:
-            return self.json(
-                {"error": f"raw partition {partition} is not ready on {worker.settings.worker_id}; retry"},
-                status=503,
-            )
+        if (elsewhere := await served_elsewhere(self, request, partition)) is not None:
+            return elsewhere
         return self.json(_row_document(worker, schema, partition, partition_key, clustering))
 
     @app.page("/scan/{keyspace}/{table}")
@@ -149,18 +157,8 @@ def register_views(app: faust.App, worker: Worker) -> None:
                 },
                 status=400,
             )
-        if partition not in worker.partitions.assigned and "routed" not in request.query:
-            owner = worker.owners.owner(partition)
-            if owner is None:
-                return self.json(
-                    {"error": f"no worker owns raw partition {partition} right now; retry"}, status=503
-                )
-            return await _forward(app, self, request, owner)
-        if partition not in worker.partitions.ready:
-            return self.json(
-                {"error": f"raw partition {partition} is not ready on {worker.settings.worker_id}; retry"},
-                status=503,
-            )
+        if (elsewhere := await served_elsewhere(self, request, partition)) is not None:
+            return elsewhere
         page = scan_page(worker.partitions.store(partition), schema, after, limit, int(time.time()))
         return self.json({"served_by": worker.settings.worker_id, "raw_partition": partition, **page})
 
