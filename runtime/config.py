@@ -58,6 +58,10 @@ DEFAULT_MEMTABLE_BUDGET = ByteSize(128 * 2**20)
 
 KafkaProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+#: the compatibility levels of the Confluent schema registry REST API (``PUT /config/{subject}``)
+RegistryCompatibility = Literal[
+    "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE", "NONE"
+]
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
@@ -168,16 +172,7 @@ class WorkerConfig:
     (Confluent wire format, schemas in ``schema_registry_url``)."""
     schema_registry_url: str | None = None
     """Confluent-compatible schema registry, required when encoding is avro."""
-    schema_compatibility: Literal[
-        "BACKWARD",
-        "BACKWARD_TRANSITIVE",
-        "FORWARD",
-        "FORWARD_TRANSITIVE",
-        "FULL",
-        "FULL_TRANSITIVE",
-        "NONE",
-        "registry",
-    ] = "BACKWARD"
+    schema_compatibility: Literal[RegistryCompatibility, "registry"] = "BACKWARD"
     """Compatibility level the worker sets on each `<topic>-key|value` subject it creates, before the
     subject's first schema, so the registry itself refuses a table change that would break consumers (the
     worker then stops with the registry's 409). BACKWARD: a consumer with the newest schema reads every

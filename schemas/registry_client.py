@@ -24,20 +24,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
+
+from runtime.config import RegistryCompatibility
 
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 #: the compatibility levels of the Confluent REST API (``PUT /config/{subject}``)
-COMPATIBILITY_LEVELS = (
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-    "NONE",
-)
+COMPATIBILITY_LEVELS: tuple[str, ...] = get_args(RegistryCompatibility)
 
 #: Confluent REST API error code of a subject the registry does not know (Apicurio answers it too)
 _SUBJECT_NOT_FOUND = 40401
