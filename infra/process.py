@@ -85,25 +85,24 @@ class ManagedProcess:
                 break
             time.sleep(0.2)
         else:
-            _signal(pid, signal.SIGKILL)
-            while self.pid() is not None:
-                _reap(pid)
-                time.sleep(0.1)
+            self._kill(pid)
         self.pid_file.unlink(missing_ok=True)
         return True
 
     def kill(self) -> bool:
         """SIGKILL, no shutdown hooks (a crash, as kill -9); True if it ran."""
         pid = self.pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return False
+        if pid is not None:
+            self._kill(pid)
+        self.pid_file.unlink(missing_ok=True)
+        return pid is not None
+
+    def _kill(self, pid: int) -> None:
+        """SIGKILL, and wait until the process is gone."""
         _signal(pid, signal.SIGKILL)
         while self.pid() is not None:
             _reap(pid)
             time.sleep(0.1)
-        self.pid_file.unlink(missing_ok=True)
-        return True
 
     def log_tail(self, lines: int = 30) -> str:
         return tail(self.log_file, lines)
