@@ -39,7 +39,7 @@ from schemas.registry_client import HttpSchemaRegistryClient
 from schemas.schema_event import schema_event
 from testkit.event_builder import DeleteRow, EventBuilder, Operation, Write
 from tests.integration.agent_harness import unique_name, wait_until
-from tests.integration.worker_harness import WorkerProcess, worker_config
+from tests.integration.worker_harness import WorkerProcess, publish_schema_event, worker_config
 from tests.unit.app.support import raw_record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,12 +141,7 @@ async def deploy(bootstrap: str, encoding: str, registry_url: str | None) -> Dep
     event = schema_event(
         "acceptance", keyspace, "orders", str(schema.table_id), cdc=True, dropped=False, cql=ddl
     )
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
-    try:
-        await producer.send_and_wait(dep.schema_topic, event.encode(), key=event.key)
-    finally:
-        await producer.stop()
+    await publish_schema_event(bootstrap, dep.schema_topic, event)
     return dep
 
 

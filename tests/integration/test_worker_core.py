@@ -46,6 +46,7 @@ from schemas.schema_topic import TableSchemas
 from state.store.partition_store import StoreOptions
 from testkit.event_builder import EventBuilder, Write
 from tests.integration.agent_harness import unique_name
+from tests.integration.worker_harness import publish_schema_event
 from tests.unit.app.support import Record, raw_record, replica_copy
 
 RAW_PARTITIONS = 2
@@ -90,12 +91,7 @@ class Deployment:
         event = schema_event(
             "c", self.keyspace, table, str(schema.table_id), cdc=True, dropped=False, cql=self.ddl[table]
         )
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
-        await producer.start()
-        try:
-            await producer.send_and_wait(self.schema_topic, event.encode(), key=event.key)
-        finally:
-            await producer.stop()
+        await publish_schema_event(self.bootstrap, self.schema_topic, event)
 
     async def produce(self, items: Sequence[tuple[int, str, dict[str, Any] | bytes | None]]) -> list[Record]:
         """Write (partition, table, raw event / raw bytes / None) to the raw topic; the records as fetched."""

@@ -30,7 +30,7 @@ from runtime.kafka_topics import TopicSpec, ensure_topics
 from schemas.schema_event import schema_event
 from testkit.event_builder import EventBuilder, Write
 from tests.integration.agent_harness import unique_name, wait_until
-from tests.integration.worker_harness import WorkerProcess, group_lag, worker_config
+from tests.integration.worker_harness import WorkerProcess, group_lag, publish_schema_event, worker_config
 from tests.unit.app.support import raw_record
 
 RAW_PARTITIONS = 2
@@ -152,12 +152,7 @@ def deploy(bootstrap: str, workdir: Path) -> Deployment:
         event = schema_event(
             "c", keyspace, "users", str(users.table_id), cdc=True, dropped=False, cql=ddl["users"]
         )
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-        await producer.start()
-        try:
-            await producer.send_and_wait(dep.schema_topic, event.encode(), key=event.key)
-        finally:
-            await producer.stop()
+        await publish_schema_event(bootstrap, dep.schema_topic, event)
 
     asyncio.run(prepare())
     return dep

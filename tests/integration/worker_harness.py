@@ -22,6 +22,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from infra.cassandra import CassandraNode
 from runtime.kafka_topics import topic_partitions
+from schemas.schema_event import SchemaEvent
 from tests.integration.agent_harness import (
     AgentProcess,
     RawTopic,
@@ -200,3 +201,13 @@ def publish_through_agent(
             records = list(topic.raw)
         assert len(records) >= count, f"agent published {len(records)} raw events for {count} statements"
         return records, agent.schema_topic
+
+
+async def publish_schema_event(bootstrap: str, topic: str, event: SchemaEvent) -> None:
+    """One table's schema event on the schema topic, keyed as an agent keys it."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, event.encode(), key=event.key)
+    finally:
+        await producer.stop()
