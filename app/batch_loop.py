@@ -177,6 +177,9 @@ class BatchLoop:
         self._poison: dict[tuple[int, int], str] = {}
         #: stored partitions whose expiry failed, to set aside: (raw partition, table id, key) -> reason
         self._expiry_poison: dict[tuple[int, uuid.UUID, bytes], str] = {}
+        #: per raw partition, per table, the schema version whose dropped columns a committed
+        #: transaction showed (so the next batches need not look at the partition's state for it)
+        self._drops_shown: dict[int, dict[uuid.UUID, TableSchema]] = {}
         self._heartbeat_broken = False
         self.failed: BaseException | None = None
 
@@ -195,6 +198,8 @@ class BatchLoop:
                 del self._poison[key]
             for aside in [k for k in self._expiry_poison if k[0] in partitions]:
                 del self._expiry_poison[aside]
+            for partition in partitions:
+                self._drops_shown.pop(partition, None)
 
     async def _acquire(self, partitions: set[int]) -> None:
         """Take ``partitions`` over (app/partition_takeover.py), counting the transactions in doubt on
@@ -300,6 +305,7 @@ class BatchLoop:
             if type(decided) is _NeedsSchema:
                 decided = await self._schema_for(decided)
             if type(decided) is _Ready:
+                await self._show_drops(w, decided.schema, now_ms)
                 txn, tally = w.txn, w.tally
                 txn.savepoint()
                 mark, held, sent = tally.mark(), len(w.out), w.sent
@@ -398,6 +404,20 @@ class BatchLoop:
             "of waiting for one that has them (a column added by ALTER TABLE ... ADD whose schema never came)",
         )
 
+    async def _show_drops(self, w: PartitionBatch, schema: TableSchema, now_ms: int) -> None:
+        """Before a partition's events or expiries meet a new version of a table's schema: a delete for
+        each stored row that lived only by a column it dropped (``ChangeProcessor.show_drops``), in this
+        transaction, so consumers see the row go before any change computed without the column."""
+        table_id = schema.table_id
+        if w.drops_shown.get(table_id) is schema:
+            return
+        if self._drops_shown.get(w.partition, {}).get(table_id) is not schema:
+            before = self.processor.drops_to_show(w.txn, schema)
+            if before is not None:
+                await self.processor.codec.prepare(before)  # the deletes show the columns as they were
+                await self._drive(self.processor.show_drops(w.txn, before, schema, now_ms, w.out, w.tally), w)
+        w.drops_shown[table_id] = schema
+
     async def _drive(self, steps: Generator[None, None, T], w: PartitionBatch) -> T:
         """Run a processor step to its end, sending ``w.out`` on whenever it holds SEND_EARLY_RECORDS."""
         while True:
@@ -437,6 +457,8 @@ class BatchLoop:
         fails is remembered and ``_MergeAgain`` raised (what was sent of the pass cannot be taken back):
         the next attempt sets it aside, for the dead-letter topic."""
         partition = w.partition
+        for schema in schemas.values():
+            await self._show_drops(w, schema, now_ms)
         set_aside = {(t, k): why for (p, t, k), why in self._expiry_poison.items() if p == partition}
         try:
             looked = await self._drive(
@@ -489,7 +511,8 @@ class BatchLoop:
                 if w.tx is not None or w.out or w.txn.changelog():
                     changed.append(w)
                 else:
-                    w.txn.rollback()
+                    w.txn.rollback()  # it wrote nothing: what it found shown is what the store holds
+                    self._drops_shown.setdefault(w.partition, {}).update(w.drops_shown)
             if changed:
                 commits = [asyncio.ensure_future(self._commit_partition(w)) for w in changed]
                 await _uncancellable(self._finish(commits))
@@ -546,6 +569,7 @@ class BatchLoop:
             if tx is not None and not isinstance(exc, TransactionFailed):  # a TransactionFailed aborted it
                 await tx.abort()
             w.txn.rollback()
+            self._drops_shown.pop(partition, None)
             if not getattr(exc, "fatal", False):
                 doubt = None
                 if isinstance(exc, TransactionInDoubt) and w.next_offset is not None:
@@ -562,6 +586,7 @@ class BatchLoop:
                 del self._poison[key]
         for aside in w.expiries_aside:  # their due entries are gone with this commit
             self._expiry_poison.pop((partition, aside.table_id, aside.partition_key), None)
+        self._drops_shown.setdefault(partition, {}).update(w.drops_shown)
         self._counted(w.tally, {} if w.next_offset is None else {partition: w.next_offset})
 
     def _records(self, w: PartitionBatch) -> Iterator[Outgoing]:

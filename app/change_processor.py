@@ -19,6 +19,7 @@ the dead-letter topic. One bad partition so never stops the expiry of every othe
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections import defaultdict
@@ -35,6 +36,7 @@ from schemas.raw_event import RawEventHead, is_snapshot_source, raw_event_write_
 from state.change import RowChange
 from state.errors import StateError, StoreError
 from state.partition_state import ApplyResult, prepare_event
+from state.store.column_drops import rows_gone_with_drops
 from state.store.merge import expire_partition, merge_event
 from state.store.transaction import DueExpiry, StateTransaction
 from state.table_layout import layout_for
@@ -184,7 +186,7 @@ class ChangeProcessor:
                         cluster=self.cluster,
                         keyspace=schema.keyspace,
                         table=schema.table,
-                        write_time_us=_change_write_time(change, write_time),
+                        write_time_us=_change_write_time(change, write_time, snapshot=snapshot),
                         node=None if snapshot else source["node"],
                         segment_id=None if snapshot else source["segment_id"],
                         offset=None if snapshot else source["entry_offset"],
@@ -216,6 +218,71 @@ class ChangeProcessor:
         if change.op == "d":
             out.append(CleanRecord(topic, key, None))  # lets log compaction forget the row
         tally.emitted_change(f"{schema.keyspace}.{schema.table}", change.op)
+
+    # -- schema changes
+
+    def drops_to_show(self, txn: StateTransaction, schema: TableSchema) -> TableSchema | None:
+        """The table as this raw partition's events last showed it, when ``schema`` dropped columns since
+        (``TableSchema.before_drops``); None when there is nothing to show. Which drops a partition has
+        shown is kept in its state (meta ``columns_dropped:<table id>``, changelogged), so each drop is
+        shown once per partition whatever restarts or takeovers come between: the first schema a
+        partition sees of a table is only recorded (its events never showed an older one)."""
+        name = f"columns_dropped:{schema.table_id}"
+        stored = txn.get_meta(name)
+        current = {n: d.dropped_time for n, d in schema.dropped_columns.items()}
+        if stored is None:
+            txn.put_meta(name, json.dumps(current, sort_keys=True).encode())
+            return None
+        shown: dict[str, int] = json.loads(stored)
+        new = [n for n, t in current.items() if shown.get(n) != t]
+        if not new:
+            return None
+        return schema.before_drops(new)
+
+    def show_drops(
+        self,
+        txn: StateTransaction,
+        before: TableSchema,
+        schema: TableSchema,
+        now_ms: int,
+        out: list[CleanRecord],
+        tally: BatchTally | None = None,
+    ) -> Generator[None, None, int]:
+        """Emit a delete for every stored row of the table that lived only by the columns ``schema``
+        dropped since ``before`` (and the static-only rows that appear or go with them), then record
+        the drops as shown. Yields as ``process`` does; returns how many changes it emitted. A delete
+        shows the row as it was (``before``'s columns, so encode with ``before``: prepare the codec for
+        it first) and carries the time of the drop."""
+        counts = BatchTally() if tally is None else tally
+        dropped = [n for n in before.regular_columns.keys() | before.static_columns.keys()
+                   if schema.dropped_time(n) is not None and before.dropped_time(n) is None]  # fmt: skip
+        dropped_at = max((schema.dropped_time(n) or 0 for n in dropped), default=0)
+        source = ChangeSource(
+            cluster=self.cluster,
+            keyspace=schema.keyspace,
+            table=schema.table,
+            write_time_us=dropped_at or None,
+            node=None,
+            segment_id=None,
+            offset=None,
+            name=self.topic_prefix,
+        )
+        emitted = 0
+        for changes in rows_gone_with_drops(txn, before, schema, now_ms // 1000):
+            for change in changes:
+                self._emit(change, before if change.op == "d" else schema, source, now_ms, out, counts)
+            emitted += len(changes)
+            yield
+        current = {n: d.dropped_time for n, d in schema.dropped_columns.items()}
+        txn.put_meta(f"columns_dropped:{schema.table_id}", json.dumps(current, sort_keys=True).encode())
+        if emitted:
+            log.info(
+                "%s.%s: %d rows lived only by dropped column(s) %s and are gone; their deletes emitted",
+                schema.keyspace, schema.table, emitted, ", ".join(sorted(dropped)),
+            )  # fmt: skip
+        if tally is None:
+            self.stats.add(counts)
+        return emitted
 
     # -- time
 
@@ -317,8 +384,11 @@ class ChangeProcessor:
         tally.expired_changes += len(changes)
 
 
-def _change_write_time(change: RowChange, event_time: int) -> int:
-    """A created or updated row's newest visible write; a deletion's is the event's."""
+def _change_write_time(change: RowChange, event_time: int, *, snapshot: bool) -> int:
+    """The time of the write that made the change (see ``RowChange.write_time``). A bootstrap read is
+    no write: it carries the row's newest visible cell, as Cassandra's WRITETIME shows it."""
+    if not snapshot and change.write_time is not None:
+        return change.write_time
     if change.after is not None:
         return change.after.write_time() or event_time
     return event_time

@@ -8,12 +8,14 @@ touched, and the batch loop keeps what belongs to each apart here.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from app.change_processor import CleanRecord, SetAsideExpiry
 from app.raw_consumer import RawRecord
 from app.transactional_sink import OpenTransaction
 from app.worker_stats import BatchTally
+from cassandra_model.table_schema import TableSchema
 from state.store.transaction import StateTransaction
 
 
@@ -43,6 +45,9 @@ class PartitionBatch:
     tx: OpenTransaction | None = None
     #: change records sent before the commit
     sent: int = 0
+    #: per table, the schema version whose dropped columns this transaction has shown (see
+    #: ``ChangeProcessor.drops_to_show``)
+    drops_shown: dict[uuid.UUID, TableSchema] = field(default_factory=dict)
 
     async def abandon(self) -> None:
         """Forget everything: the store is untouched, and what was sent early is aborted."""

@@ -10,15 +10,13 @@ but `/health` needs `Authorization: Bearer <token>`.
 from __future__ import annotations
 
 import hmac
+import itertools
 import json
-import struct
 import time
-import uuid
 from typing import TYPE_CHECKING, Any
 
 import faust
 from faust.web import Request, Response, View
-from rocksdict import ReadOptions
 from yarl import URL
 
 from app.key_parser import parse_primary_key
@@ -29,7 +27,6 @@ from schemas.change_json import json_value_row
 from schemas.raw_event import encode_raw_key
 from state.cell_merge import Deletion
 from state.row_image import cell_metadata, decode_row, partition_images, row_image
-from state.store.keys import HEADER, ROW, header_key, prefix_end, row_prefix
 from state.store.partition_store import PartitionStore
 from state.table_layout import clustering_key
 
@@ -177,7 +174,7 @@ def scan_page(
     """Up to ``limit`` partitions of ``schema`` stored after the partition key ``after`` (None: from the
     first), with their visible rows (each with per-cell write time and TTL); ``next`` is the ``after`` of
     the next page, None after the last one."""
-    keys = _stored_partition_keys(store, schema.table_id, after, limit + 1)
+    keys = list(itertools.islice(store.partition_keys(schema.table_id, after), limit + 1))
     more = len(keys) > limit
     keys = keys[:limit]
     rows = []
@@ -197,31 +194,6 @@ def scan_page(
         "rows": rows,
         "next": keys[-1].hex() if more else None,
     }
-
-
-def _stored_partition_keys(
-    store: PartitionStore, table_id: uuid.UUID, after: bytes | None, limit: int
-) -> list[bytes]:
-    """The first ``limit`` partition keys of a table in the store after ``after``, in stored order.
-
-    A partition is stored as a header (deletion, static row, range tombstones), rows, or both; both kinds
-    of entry order partition keys alike (length first, then bytes), so the two runs merge in that order.
-    The row run skips from one partition to the next instead of reading every row."""
-    found: set[bytes] = set()
-    for kind, first_key in ((HEADER, header_key), (ROW, row_prefix)):
-        prefix = kind + table_id.bytes
-        read = ReadOptions()
-        read.set_iterate_upper_bound(prefix_end(prefix))
-        start = prefix if after is None else prefix_end(first_key(table_id.bytes, after))
-        for _ in range(limit):
-            key = next(iter(store.db.keys(from_key=start, read_opt=read)), None)
-            if key is None:
-                break
-            (length,) = struct.unpack_from(">I", key, len(prefix))
-            partition_key = key[len(prefix) + 4 : len(prefix) + 4 + length]
-            found.add(partition_key)
-            start = prefix_end(first_key(table_id.bytes, partition_key))
-    return sorted(found, key=lambda k: (len(k), k))[:limit]
 
 
 def _row_document(

@@ -148,6 +148,42 @@ class TableSchema:
         dropped = self.dropped_columns.get(name)
         return dropped.dropped_time if dropped is not None else None
 
+    def before_drops(self, names: Iterable[str]) -> TableSchema:
+        """The table as it was before the named dropped columns were dropped: each one back as a column
+        of its dropped type and kind (a column added again since keeps its current type), and their
+        cells written before the drop visible again. What a reader saw until the ALTER TABLE ... DROP,
+        so the rows that lived only by such a column can be shown as they were when they went."""
+        names = set(names)
+        unknown = sorted(names - set(self.dropped_columns))
+        if unknown:
+            raise SchemaError(f"table {self.name} has no dropped column {', '.join(unknown)}")
+        static, regular = dict(self.static_columns), dict(self.regular_columns)
+        for name in sorted(names):
+            dropped = self.dropped_columns[name]
+            if self.column(name) is not None:
+                continue
+            group = static if dropped.kind == ColumnKind.STATIC else regular
+            group[name] = ColumnSchema(name, dropped.kind, -1, dropped.type)
+        return TableSchema(
+            keyspace=self.keyspace,
+            table=self.table,
+            table_id=self.table_id,
+            partition_key=self.partition_key,
+            clustering=self.clustering,
+            static_columns=dict(sorted(static.items())) if _sorted(self.static_columns) else static,
+            regular_columns=dict(sorted(regular.items())) if _sorted(self.regular_columns) else regular,
+            dropped_columns={n: d for n, d in self.dropped_columns.items() if n not in names},
+            cdc=self.cdc,
+            gc_grace_seconds=self.gc_grace_seconds,
+        )
+
+
+def _sorted(columns: dict[str, ColumnSchema]) -> bool:
+    """Whether columns are in name order, as Cassandra keeps regular and static columns (so a column
+    given back goes where it was; otherwise it goes last)."""
+    names = list(columns)
+    return names == sorted(names)
+
 
 @dataclass(slots=True)
 class _UdtDefinition:

@@ -33,12 +33,23 @@ from state.table_layout import TableLayout, layout_for
 
 @dataclass(slots=True)
 class RowChange:
-    """One change of one row: ``key`` is its clustering key (None: the static-only row)."""
+    """One change of one row: ``key`` is its clustering key (None: the static-only row).
+
+    ``write_time`` is the time (µs) of the write that made the change (``ApplyResult.write_time``), not
+    the row's newest surviving cell: a ``SET col = null`` is stamped with its own time. None for a change
+    that time made (an expiry) and where no kept part of the update reaches the row."""
 
     op: str
     key: bytes | None
     before: RowImage | None
     after: RowImage | None
+    write_time: int | None = None
+
+
+def stamp_write_times(changes: list[RowChange], result: ApplyResult, *, static_changed: bool) -> None:
+    """Give each change of one merged update the time of the write that made it."""
+    for change in changes:
+        change.write_time = result.write_time(change.key, static_changed=static_changed)
 
 
 def diff(
@@ -102,7 +113,8 @@ def apply_prepared_with_changes(
     if static_touched and result.static:
         static_after = static_columns(state, layout, now_s)
     changed_keys: set[bytes] = set(result.rows)
-    if not same_columns(static_before, static_after, layout.lists):
+    static_changed = not same_columns(static_before, static_after, layout.lists)
+    if static_changed:
         changed_keys.update(state.rows)
     changes = []
     if has_static:
@@ -114,6 +126,7 @@ def apply_prepared_with_changes(
         change = diff(key, old, regular_image(state, key, layout, now_s, static_after), layout.lists)
         if change is not None:
             changes.append(change)
+    stamp_write_times(changes, result, static_changed=static_changed)
     return result, changes
 
 

@@ -60,16 +60,44 @@ class PreparedEvent:
 
 @dataclass(slots=True)
 class ApplyResult:
-    """What an apply changed in the stored state (not necessarily in what is visible)."""
+    """What an apply changed in the stored state (not necessarily in what is visible), and the timestamps
+    of the parts of the update that did: a change event carries the time of the write that made it."""
 
     rows: set[bytes] = field(default_factory=set)
     static: bool = False
     partition_deletion: bool = False
     range_tombstones: bool = False
+    #: per named row, the newest timestamp among its record's parts that were kept
+    row_times: dict[bytes, int] = field(default_factory=dict)
+    #: the same for the static row
+    static_time: int | None = None
+    #: the partition deletion's timestamp, when it was kept
+    partition_time: int | None = None
+    #: the range deletions that were kept: (start, end) positions and timestamp
+    range_times: list[tuple[bytes, bytes, int]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return bool(self.rows) or self.static or self.partition_deletion or self.range_tombstones
+
+    def write_time(self, key: bytes | None, *, static_changed: bool) -> int | None:
+        """The time of the write that changed row ``key`` (None: the static-only row): the newest
+        timestamp among the kept parts that reach it: its own record's, a partition or range deletion
+        covering it, and the static row's when the static columns' values changed (they are part of
+        every row's image). The static-only row comes and goes with every row, so every kept part
+        reaches it. None when no kept part does (the row changed only in form)."""
+        best = self.partition_time
+        if key is None:
+            times = [*self.row_times.values(), *(t for _, _, t in self.range_times), self.static_time]
+        else:
+            times = [self.row_times.get(key)]
+            times.extend(t for start, end, t in self.range_times if start <= key < end)
+            if static_changed:
+                times.append(self.static_time)
+        for t in times:
+            if t is not None and (best is None or t > best):
+                best = t
+        return best
 
 
 def range_positions(
@@ -214,25 +242,33 @@ class PartitionState:
         counter = prepared.is_counter or layout.is_counter
         if prepared.static_row is not None:
             row = self.static_row if self.static_row is not None else RowState(())
-            if row.merge(prepared.static_row, self.partition_deletion, columns, counter):
+            kept = row.merge(prepared.static_row, self.partition_deletion, columns, counter)
+            if kept is not None:
                 result.static = True
+                result.static_time = kept
             self.static_row = None if row.is_empty() else row
+        row_times = result.row_times
         for key, clustering, record in prepared.rows:
             row = self.rows.get(key)
             outer = self.outer_deletion(key)
             if row is None:
                 row = RowState(clustering)
-                if row.merge(record, outer, columns, counter) and not row.is_empty():
+                kept = row.merge(record, outer, columns, counter)
+                if kept is not None and not row.is_empty():
                     self.rows[key] = row
                     self._sorted = None
                     result.rows.add(key)
+                    row_times[key] = kept
                 continue
-            changed = row.merge(record, outer, columns, counter)
+            kept = row.merge(record, outer, columns, counter)
+            changed = kept is not None
             if clustering != row.clustering:  # a row stored before clusterings were made canonical
                 row.clustering = clustering
                 changed = True
             if changed:
                 result.rows.add(key)
+                if kept is not None:
+                    row_times[key] = kept
                 if row.is_empty():
                     del self.rows[key]
                     self._sorted = None
@@ -243,6 +279,7 @@ class PartitionState:
             return
         self.partition_deletion = deletion
         result.partition_deletion = True
+        result.partition_time = deletion.timestamp
         if self.range_tombstones.drop_shadowed(deletion):
             result.range_tombstones = True
         if self.static_row is not None and self.static_row.shadow(deletion):
@@ -258,6 +295,7 @@ class PartitionState:
         if not self.range_tombstones.add(start, end, deletion):
             return
         result.range_tombstones = True
+        result.range_times.append((start, end, deletion.timestamp))
         for key in self.keys_between(start, end):
             outer = self.range_tombstones.covering(key)
             if outer is not None:

@@ -62,12 +62,15 @@ class RowState:
         outer: Deletion | None,
         columns: dict[str, ColumnLayout],
         counter_event: bool,
-    ) -> bool:
+    ) -> int | None:
         """Merge one raw-event row record under ``outer`` (partition/range deletion covering the row).
 
-        Returns True when the stored row changed.
+        Returns None when the stored row did not change, else the newest timestamp among the record's
+        parts that were kept (a cell that lost to a newer version does not count): the time of the write
+        that changed the row, which its change event carries.
         """
         changed = False
+        newest = NO_FLOOR
         deletion = deletion_from_record(record["deletion"])
         if (
             deletion is not None
@@ -77,6 +80,7 @@ class RowState:
             self.deletion = deletion
             self.shadow(deletion, keep_row_deletion=True)
             changed = True
+            newest = deletion.timestamp
         effective = (
             self.deletion if outer is None or (self.deletion is not None and self.deletion > outer) else outer
         )
@@ -90,6 +94,8 @@ class RowState:
         ):
             self.liveness = liveness
             changed = True
+            if liveness.timestamp > newest:
+                newest = liveness.timestamp
 
         for item in record["complex_deletions"]:
             complex_deletion = deletion_from_record(item["deletion"])
@@ -103,6 +109,8 @@ class RowState:
                 if elements:
                     self._drop_elements(name, elements, complex_deletion.timestamp)
                 changed = True
+                if complex_deletion.timestamp > newest:
+                    newest = complex_deletion.timestamp
 
         cells = self.cells
         for item in record["cells"]:
@@ -127,9 +135,13 @@ class RowState:
                     if cell != existing:
                         cells[name] = cell
                         changed = True
+                        if timestamp > newest:
+                            newest = timestamp
                 elif existing is None or compare_cells(cell, existing) > 0:
                     cells[name] = cell
                     changed = True
+                    if timestamp > newest:
+                        newest = timestamp
                 continue
             complex_deletion = self.complex_deletions.get(name)
             if complex_deletion is not None and cell.timestamp <= complex_deletion.timestamp:
@@ -139,12 +151,16 @@ class RowState:
             if elements is None:
                 self.complex_cells[name] = {key: cell}
                 changed = True
+                if timestamp > newest:
+                    newest = timestamp
                 continue
             existing = elements.get(key)
             if existing is None or compare_cells(cell, existing) > 0:
                 elements[key] = cell
                 changed = True
-        return changed
+                if timestamp > newest:
+                    newest = timestamp
+        return newest if changed else None
 
     def _drop_elements(self, name: str, elements: dict[bytes, Cell], timestamp: int) -> bool:
         doomed = [k for k, c in elements.items() if c.timestamp <= timestamp]

@@ -8,14 +8,18 @@ there, which SELECT can no longer show. An event is *explained* when:
   list element, a map entry, a UDT field). A counter's value must be a sum of some of the increments
   issued to it, each at most as often as it was sent: a counter image adds up the shards the worker has
   seen, each a prefix of one node's increments.
-- **write time**: ``source.write_time_us`` is, for a created or updated row, the newest write time of
-  anything visible in it, so one statement on that row or partition must carry that timestamp and have
-  written a value (or the row marker) the image shows. When Cassandra picks the timestamp (LWT, counters)
-  it must lie in the send..return window of such an operation on the key, and the image must show a value
-  one of them wrote: a Paxos round that finishes an earlier, unfinished one re-stamps that update with its
-  own ballot, so the value and the window may belong to two LWTs of one row. For a delete the time is the
-  deleting write's: a statement touching the row or its partition at that timestamp, or at the next
-  microsecond when it overwrote a collection (whose old cells it deletes at timestamp - 1).
+- **write time**: ``source.write_time_us`` is the time of the write that made the change, so a statement
+  on that row or partition must carry that timestamp (or the next microsecond, when it overwrote a
+  collection, whose old cells it deletes at timestamp - 1) and have *made this change*: written a column
+  whose value the event changes, in the way the after image shows it (a value or element the image
+  shows, a null where the image has none, an element removed), deleted the row, a range or the
+  partition, or, for a created row, written its row marker. A statement whose value the image merely
+  still shows does not do: a ``SET col = null`` is stamped with its own time, not with the insert's
+  that wrote the other columns. A partition's static-only row comes and goes with every write to the
+  partition, so any statement there at that time explains it. When Cassandra picks the timestamp
+  (LWT, counters) it must lie in the send..return window of an operation on the key, and the image
+  must show a value one of them wrote: a Paxos round that finishes an earlier, unfinished one re-stamps
+  that update with its own ballot, so the value and the window may belong to two LWTs of one row.
   Expiry events carry the expiry time, not a write time: only their values are checked.
 """
 
@@ -25,9 +29,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdc.verify.json_forms import ROW_MARKER, image_elements
+from cdc.verify.json_forms import ROW_MARKER, image_elements, written_elements
 from cdc.verify.ledger_index import INCREMENT, EventScopes, LedgerIndex, ScopeWrites
 from cdc.verify.oracle import CleanEvent
+from cdc.verify.workload.cell_write import DELETE, DELTA, FIELD, LIVENESS, REMOVE, SET, CellWrite
 
 
 @dataclass(slots=True)
@@ -92,7 +97,8 @@ def explain(table: str, event: CleanEvent, index: LedgerIndex, sums: _SubsetSums
             if column not in scopes.forms.key_columns and shown is not None:
                 problems.extend(_unexplained_value(scopes, column, shown, sums or _SubsetSums()))
     if not source.get("expired"):
-        problems.extend(_unexplained_write_time(index, scopes, after, source.get("write_time_us")))
+        before: dict[str, Any] | None = value.get("before")
+        problems.extend(_unexplained_write_time(index, scopes, before, after, source.get("write_time_us")))
     return problems
 
 
@@ -112,27 +118,84 @@ def _unexplained_value(scopes: EventScopes, column: str, shown: Any, sums: _Subs
 
 
 def _unexplained_write_time(
-    index: LedgerIndex, scopes: EventScopes, after: dict[str, Any] | None, timestamp: int | None
+    index: LedgerIndex,
+    scopes: EventScopes,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    timestamp: int | None,
 ) -> list[str]:
     if timestamp is None:
         return ["no write time"]
-    if after is None:
-        if (
-            index.stamped_at(scopes, timestamp)
-            or index.overwrote_at(scopes, timestamp + 1)
-            or index.server_ops_at(scopes, timestamp)
-        ):
-            return []
-        return [f"delete at write time {timestamp}: no statement on this row or partition has that timestamp"]
-    shown_by = _writers_of_shown(scopes, after)
-    if index.stamped_at(scopes, timestamp) & shown_by:
-        return []
+    stamped = index.stamped_at(scopes, timestamp) | index.overwrote_at(scopes, timestamp + 1)
     server = index.server_ops_at(scopes, timestamp)
-    if server and any(index.issued[n].op.server_timestamp for n in shown_by):
+    if not stamped and not server:
+        return [f"write time {timestamp}: no statement on this row or partition has that timestamp"]
+    if scopes.static_only and stamped:
         return []
-    if not index.stamped_at(scopes, timestamp) and not server:
-        return [f"write time {timestamp}: no statement on this row has that timestamp"]
-    return [f"write time {timestamp}: the statements at that time wrote none of the values shown"]
+    if any(_made_change(index.writes_on(n, scopes), scopes, before, after) for n in stamped):
+        return []
+    if server:
+        if after is None:
+            return []
+        if any(index.issued[n].op.server_timestamp for n in _writers_of_shown(scopes, after)):
+            return []
+    return [
+        f"write time {timestamp}: the statements at that time (operations {sorted(stamped | server)[:5]}) "
+        "made none of the changes the event shows"
+    ]
+
+
+def _changed_columns(
+    scopes: EventScopes, before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> set[str]:
+    """The non-key columns whose value the event changes ("" for the row's own existence)."""
+    old, new = before or {}, after or {}
+    columns = {c for c in (*old, *new) if c not in scopes.forms.key_columns and old.get(c) != new.get(c)}
+    if before is None or after is None:
+        columns.add("")
+    return columns
+
+
+def _made_change(
+    writes: list[CellWrite], scopes: EventScopes, before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> bool:
+    """Whether one statement's writes to the key's row or partition made (part of) the change."""
+    changed = _changed_columns(scopes, before, after)
+    for write in writes:
+        if write.column is None:
+            if write.mode == DELETE and before is not None:
+                return True  # a row, range or partition deletion: removes the row or some of its cells
+            if write.mode == LIVENESS and before is None:
+                return True  # the row marker created the row
+            continue
+        if write.column in changed and _write_made(write, scopes, before, after):
+            return True
+    return False
+
+
+def _write_made(
+    write: CellWrite, scopes: EventScopes, before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> bool:
+    """Whether a write to a column the event changes is what changed it: something it wrote is new in
+    the after image, or it removes and the column lost something (for an overwrite of a collection,
+    something it did not write itself)."""
+    column = write.column or ""
+    t = scopes.forms.column_type(column)
+    if t is None:
+        return False
+    if write.mode == DELTA:
+        return True
+    old = set(image_elements(t, (before or {}).get(column)))
+    new = set(image_elements(t, (after or {}).get(column)))
+    written = set(written_elements(t, write.mode, write.value))
+    if written & (new - old):
+        return True
+    removed = old - new
+    if write.mode in (DELETE, REMOVE) or (write.mode == FIELD and write.value[1] is None):
+        return bool(removed)
+    if write.mode == SET and (write.value is None or t.multi_cell):
+        return bool(removed - written)  # a null, or an overwrite's deletion of the elements before it
+    return False
 
 
 def _writers_of_shown(scopes: EventScopes, after: dict[str, Any]) -> set[int]:

@@ -57,6 +57,7 @@ class EventScopes:
     partition: ScopeWrites | None
     partition_key: tuple[str, str]
     static_only: bool
+    row_key: tuple[str, str] = ("", "")
 
     def of_column(self, column: str) -> ScopeWrites | None:
         return self.partition if column in self.forms.static_columns else self.row
@@ -126,13 +127,25 @@ class LedgerIndex:
         if forms is None:
             return None
         partition_text = key_text(forms.partition_of(key))
+        row_text = key_text(key)
         return EventScopes(
             forms,
-            self.scopes.get((table, key_text(key))),
+            self.scopes.get((table, row_text)),
             self.scopes.get((table, partition_text)) if forms.clustering_columns else None,
             (table, partition_text),
             forms.is_static_only(key),
+            (table, row_text),
         )
+
+    def writes_on(self, number: int, scopes: EventScopes) -> list[CellWrite]:
+        """What operation ``number`` wrote to the key's row or to its partition."""
+        table, row_text = scopes.row_key
+        wanted = {row_text, scopes.partition_key[1]}
+        return [
+            write
+            for write in self.issued[number].op.writes
+            if write.table == table and key_text(scopes.forms.key_json(write.key)) in wanted
+        ]
 
     def touching(self, scopes: EventScopes) -> set[int]:
         """The operations that may have changed the key's image."""

@@ -69,6 +69,24 @@ def row_group(key: bytes) -> bytes:
     return key[:end]
 
 
+def table_prefix(kind: bytes, table_id: bytes) -> bytes:
+    """The prefix of every header (``HEADER``) or row (``ROW``) key of one table."""
+    return kind + table_id
+
+
+def partition_key_of(key: bytes) -> bytes:
+    """The partition key of a header or row key."""
+    if key[:1] not in (HEADER, ROW) or len(key) < _PK_LEN_AT + 4:
+        raise StoreError(f"{key.hex()} is neither a header nor a row key")
+    start = _PK_LEN_AT + 4
+    return key[start : start + _U32.unpack_from(key, _PK_LEN_AT)[0]]
+
+
+def partition_order(partition_key: bytes) -> tuple[int, bytes]:
+    """The order the store keeps partition keys in (length first, as the keys spell it)."""
+    return len(partition_key), partition_key
+
+
 def parse_row_key(key: bytes) -> tuple[uuid.UUID, bytes, bytes]:
     """Table id, partition key and clustering key of a row key."""
     if key[:1] != ROW or len(key) < _PK_LEN_AT + 4:

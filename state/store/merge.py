@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Iterator, Sequence
 
 from cassandra_model.table_schema import TableSchema
-from state.change import RowChange, apply_prepared_with_changes, expiry_changes
+from state.change import RowChange, apply_prepared_with_changes, expiry_changes, stamp_write_times
 from state.partition_state import ApplyResult, PartitionState, PreparedEvent
 from state.partition_sweep import PartitionSide, RowSweep
 from state.row_image import row_exists, same_columns, static_columns
@@ -111,8 +111,9 @@ def merge_event(
     if not result.changed:
         return result
     static_after = static_columns(state, layout, now_s) if layout.static and result.static else static_before
+    static_changed = not same_columns(static_before, static_after, layout.lists)
     ranges: Sequence[tuple[bytes, bytes]] | None = ()
-    if result.partition_deletion or not same_columns(static_before, static_after, layout.lists):
+    if result.partition_deletion or static_changed:
         ranges = None  # every row
     elif result.range_tombstones:
         ranges = [(start, end) for start, end, _ in prepared.ranges]
@@ -122,9 +123,10 @@ def merge_event(
         if not has_static:
             if named:
                 yield named
+            chunks: Iterable[list[RowChange]] = ()
         else:
             sweep = RowSweep(layout, PartitionSide(state, now_s, static_before), after)
-            yield from _ending_with_static_only([named], sweep, loaded_before, state, layout, now_s)
+            chunks = _ending_with_static_only([named], sweep, loaded_before, state, layout, now_s)
     else:
         sweep = RowSweep(
             layout, PartitionSide(txn.header(schema, partition_key), now_s, static_before), after
@@ -132,9 +134,11 @@ def merge_event(
         skip = loaded | {key for key, _, _ in prepared.rows}
         chunks = _sweep_chunks(txn.rows(schema, partition_key, ranges), skip, sweep, named)
         if has_static:
-            yield from _ending_with_static_only(chunks, sweep, loaded_before, state, layout, now_s)
-        else:
-            yield from (chunk for chunk in chunks if chunk)
+            chunks = _ending_with_static_only(chunks, sweep, loaded_before, state, layout, now_s)
+    for chunk in chunks:
+        if chunk:
+            stamp_write_times(chunk, result, static_changed=static_changed)
+            yield chunk
     txn.save(
         schema,
         state,

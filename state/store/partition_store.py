@@ -13,9 +13,10 @@ Pass one ``Cache`` in ``StoreOptions.cache`` to share it between the partitions 
 
 from __future__ import annotations
 
+import heapq
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,13 +39,17 @@ from state.partition_state import PartitionState
 from state.store.codec import decode_header_value, decode_row_value
 from state.store.keys import (
     DIGEST,
+    HEADER,
     ROW,
     header_key,
     meta_key,
     pack_u64,
+    partition_key_of,
+    partition_order,
     prefix_end,
     row_key,
     row_prefix,
+    table_prefix,
     unpack_u64,
 )
 from state.store.recent_digests import RecentDigests
@@ -59,6 +64,8 @@ _SOURCE_OFFSET = meta_key("source_offset")
 _CHANGELOG_OFFSET = meta_key("changelog_offset")
 _FORMAT = meta_key("format")
 _PARTITION = meta_key("partition")
+#: the two runs of entries that name a table's partitions, and the first key of a partition in each
+_PARTITION_RUNS = ((HEADER, header_key), (ROW, row_prefix))
 
 #: the RocksDB properties ``stats`` reports
 _STAT_PROPERTIES = {
@@ -326,6 +333,37 @@ class PartitionStore:
         if value is not None:
             state.add_stored_row(clustering_key, decode_row_value(value, key))
         return state
+
+    def partition_keys(self, table_id: uuid.UUID, after: bytes | None = None) -> Iterator[bytes]:
+        """The committed partition keys of a table after ``after`` (None: from the first), in stored
+        order (``partition_order``), one at a time.
+
+        A partition is stored as a header (deletion, static row, range tombstones), rows, or both; both
+        kinds of entry order partition keys alike, so the two runs merge in that order. The row run
+        skips from one partition to the next instead of reading every row."""
+        self._check_usable()
+        runs = [self._partition_run(table_id, kind, first, after) for kind, first in _PARTITION_RUNS]
+        last = None
+        for partition_key in heapq.merge(*runs, key=partition_order):
+            if partition_key != last:
+                yield partition_key
+                last = partition_key
+
+    def _partition_run(
+        self,
+        table_id: uuid.UUID,
+        kind: bytes,
+        first_key: Callable[[bytes, bytes], bytes],
+        after: bytes | None,
+    ) -> Iterator[bytes]:
+        prefix = table_prefix(kind, table_id.bytes)
+        read = ReadOptions()
+        read.set_iterate_upper_bound(prefix_end(prefix))
+        start = prefix if after is None else prefix_end(first_key(table_id.bytes, after))
+        while (key := next(iter(self.db.keys(from_key=start, read_opt=read)), None)) is not None:
+            partition_key = partition_key_of(key)
+            yield partition_key
+            start = prefix_end(first_key(table_id.bytes, partition_key))
 
     def count_rows(self, table_id: uuid.UUID | None = None) -> int:
         """Stored clustering rows (live or not), of one table or all; a key scan, not free."""

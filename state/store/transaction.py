@@ -27,6 +27,7 @@ which a live cell or liveness expires or a tombstone becomes purgeable, or none.
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ from state.store.codec import (
 from state.store.keys import (
     DIGEST_AGE,
     DUE,
+    HEADER,
     ROW,
     digest_age_key,
     digest_age_until,
@@ -60,9 +62,12 @@ from state.store.keys import (
     pack_u64,
     parse_digest_age_key,
     parse_due_key,
+    partition_key_of,
+    partition_order,
     prefix_end,
     row_group,
     row_prefix,
+    table_prefix,
 )
 from state.table_layout import TableLayout, layout_for
 
@@ -391,6 +396,23 @@ class StateTransaction:
             return
         for start, end in ranges:
             yield from self._scan(prefix + start, prefix + end, prefix)
+
+    def partition_keys(self, table_id: uuid.UUID) -> Iterator[bytes]:
+        """Every partition key of a table stored or written in this transaction, in stored order
+        (``partition_order``), one at a time (a key whose entries this transaction deleted may come:
+        reading it finds nothing)."""
+        self._check_open()
+        prefixes = (table_prefix(HEADER, table_id.bytes), table_prefix(ROW, table_id.bytes))
+        size = len(prefixes[0])
+        written = sorted(
+            {partition_key_of(k) for k, v in self._overlay.items() if v is not None and k[:size] in prefixes},
+            key=partition_order,
+        )
+        last = None
+        for partition_key in heapq.merge(self._store.partition_keys(table_id), written, key=partition_order):
+            if partition_key != last:
+                yield partition_key
+                last = partition_key
 
     # -- saving partitions
 

@@ -53,7 +53,7 @@ from infra.cassandra import CassandraNode
 from infra.registry import SchemaRegistry
 from tests.integration.agent_harness import new_agent, running_agents, unique_name, wait_until
 from tests.integration.confluent_reader import image_normaliser, read_with_confluent
-from tests.integration.worker_harness import WorkerProcess, group_lag, worker_config
+from tests.integration.worker_harness import WorkerProcess, group_lag, topic_ends, worker_config
 
 pytest.importorskip(
     "confluent_kafka.schema_registry.avro", reason='needs pip install "confluent-kafka[avro,schemaregistry]"'
@@ -116,20 +116,6 @@ class Live:
 
     def topic(self, table: str) -> str:
         return f"{self.prefix}.{self.keyspace}.{table}"
-
-
-def topic_ends(bootstrap: str, topic: str) -> dict[int, int]:
-    """Each partition's end offset (high watermark)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{uuid.uuid4().hex[:8]}"})
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
-        }
-    finally:
-        consumer.close()
 
 
 def _kinds_statements(ks: str, seed: int) -> Iterator[tuple[str, tuple[Any, ...]]]:

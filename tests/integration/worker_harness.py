@@ -12,6 +12,7 @@ import random
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -211,3 +212,17 @@ async def publish_schema_event(bootstrap: str, topic: str, event: SchemaEvent) -
         await producer.send_and_wait(topic, event.encode(), key=event.key)
     finally:
         await producer.stop()
+
+
+def topic_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's end offset (high watermark)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{uuid.uuid4().hex[:8]}"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
+        }
+    finally:
+        consumer.close()

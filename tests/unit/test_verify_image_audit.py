@@ -20,7 +20,7 @@ from cassandra_model.table_schema import TableSchema
 from cdc.verify.image_audit import audit_images, explain, subset_sums
 from cdc.verify.ledger_index import SERVER_CLOCK_SLACK_US, LedgerIndex
 from cdc.verify.oracle import CleanEvent
-from cdc.verify.workload.cell_write import ADD, DELETE, DELTA, FIELD, LIVENESS, SET, CellWrite
+from cdc.verify.workload.cell_write import ADD, DELETE, DELTA, FIELD, LIVENESS, REMOVE, SET, CellWrite
 from cdc.verify.workload.operation import Operation
 from cdc.verify.workload.random_values import Udt
 from cdc.verify.workload.seeded_workload import Workload
@@ -105,7 +105,7 @@ def test_a_written_image_is_explained() -> None:
         (image("kv", id=7, name="y", tags=["blue", "red"]), BASE + 100, 'name: "y" was never written'),
         (image("kv", id=7, name="x", tags=["green", "red"]), BASE + 100, 'tags: "green" was never written'),
         (image("kv", id=7, name="x", score=5), BASE + 100, "score: 5 was never written"),
-        (image("kv", id=7, name="x"), BASE + 101, "no statement on this row has that timestamp"),
+        (image("kv", id=7, name="x"), BASE + 101, "no statement on this row or partition has that timestamp"),
         (image("kv", id=7, name="x"), None, "no write time"),
     ],
 )
@@ -127,10 +127,41 @@ def test_the_write_time_must_be_of_a_statement_that_wrote_what_the_image_shows()
     shows_name = image("kv", id=7, name="x")
     problems = explain("kv", event({"id": 7}, None, shows_name, BASE + 200), ledger)
     assert problems == [
-        f"write time {BASE + 200}: the statements at that time wrote none of the values shown"
+        f"write time {BASE + 200}: the statements at that time (operations [1]) made none of the changes "
+        "the event shows"
     ]
     shows_both = image("kv", id=7, name="x", score=5)
     assert explain("kv", event({"id": 7}, None, shows_both, BASE + 200), ledger) == []
+
+
+def test_an_update_carries_the_time_of_the_statement_that_made_it_not_of_a_value_it_still_shows() -> None:
+    """SET name = null at +200 after the insert at +100: the image still shows the insert's tags, but
+    the change is the null's; stamping it with the insert's time (the row's newest cell) is flagged."""
+    set_null = op(CellWrite("kv", KV, "name", SET, None), ts=BASE + 200)
+    removal = op(CellWrite("kv", KV, "tags", REMOVE, {"red"}), ts=BASE + 300)
+    ledger = index(INSERT, set_null, removal)
+    inserted = image("kv", id=7, name="x", tags=["blue", "red"])
+    nulled = image("kv", id=7, tags=["blue", "red"])
+    assert explain("kv", event({"id": 7}, inserted, nulled, BASE + 200), ledger) == []
+    problems = explain("kv", event({"id": 7}, inserted, nulled, BASE + 100), ledger)
+    assert problems and "made none of the changes" in problems[0], problems
+    removed = image("kv", id=7, tags=["blue"])
+    assert explain("kv", event({"id": 7}, nulled, removed, BASE + 300), ledger) == []
+    assert explain("kv", event({"id": 7}, nulled, removed, BASE + 100), ledger)
+    # a statement at that time that wrote another column, not the one that changed
+    assert explain("kv", event({"id": 7}, nulled, removed, BASE + 200), ledger)
+
+
+def test_a_range_deletion_explains_the_rows_it_updates_and_deletes() -> None:
+    row_key = {"tenant": "t1", "bucket": 2, "ck1": 3, "ck2": "b"}
+    ledger = index(
+        op(CellWrite("wide", ROW, None, LIVENESS), CellWrite("wide", ROW, "v1", SET, 7), ts=BASE + 20),
+        op(CellWrite("wide", ROW, "v2", SET, "kept"), ts=BASE + 90),
+        op(CellWrite("wide", PARTITION, None, DELETE), ts=BASE + 50),
+    )
+    full = image("wide", **row_key, v1=7, v2="kept")
+    assert explain("wide", event(row_key, full, image("wide", **row_key, v2="kept"), BASE + 50), ledger) == []
+    assert explain("wide", event(row_key, full, image("wide", **row_key, v2="kept"), BASE + 90), ledger)
 
 
 def test_collections_and_udt_fields_are_explained_element_by_element() -> None:
@@ -216,7 +247,8 @@ def test_a_delete_is_explained_by_a_statement_at_its_time_or_an_overwrite_just_a
     ledger = index(INSERT, overwrite, deletion)
     before = image("kv", id=7, tags=["red"])
     assert explain("kv", event({"id": 7}, before, None, BASE + 399), ledger) == []  # complex deletion at ts-1
-    assert explain("kv", event({"id": 7}, before, None, BASE + 100), ledger) == []
+    # a statement at that time that only wrote values cannot have deleted the row
+    assert explain("kv", event({"id": 7}, before, None, BASE + 100), ledger)
     assert explain("kv", event({"id": 7}, before, None, BASE + 398), ledger)
     row_key = {"tenant": "t1", "bucket": 2, "ck1": 0, "ck2": "a"}  # a range or partition deletion
     assert explain("wide", event(row_key, image("wide", **row_key), None, BASE + 500), ledger) == []

@@ -15,6 +15,8 @@ import pytest
 
 from app.change_processor import MAX_EXPIRY_ROUNDS, ChangeProcessor, CleanRecord
 from app.worker_stats import WorkerStats
+from cassandra_model.ddl_parser import load_schema_from_cql
+from cassandra_model.schema_cql import table_to_cql
 from cassandra_model.table_schema import TableSchema
 from schemas.change_event import VERSION
 from schemas.change_json import JsonChangeCodec
@@ -36,6 +38,7 @@ from testkit.event_builder import (
     DeleteRange,
     DeleteRow,
     EventBuilder,
+    RemoveElements,
     Write,
 )
 from tests.unit.state.support import table
@@ -240,18 +243,93 @@ def test_a_row_deletion_emits_the_delete_then_a_null_value_for_log_compaction(
     assert (outcome, out) == ("late", [])
 
 
-def test_an_update_carries_its_rows_newest_visible_write_time_not_the_events(
+def write_times(records: list[CleanRecord]) -> list[tuple[str, Any, int]]:
+    """(op, key, source.write_time_us) of each change event (tombstones aside)."""
+    return [
+        (value["op"], key.get("ck", key["pk"]), value["source"]["write_time_us"])
+        for _, key, value in decoded(records)
+        if value is not None
+    ]
+
+
+def test_setting_a_column_to_null_carries_the_statements_time_not_the_rows_newest_cell(
     processor: ChangeProcessor, store: PartitionStore
 ) -> None:
-    """Deleting one column at ts 300 leaves a row whose newest visible cell was written at 100: the
-    update's write_time_us is 100 (the row's), a deletion's would be the event's."""
+    """Deleting one column at 300 leaves a row whose newest visible cell was written at 100: the
+    update was made by the write at 300."""
     builder = EventBuilder(SINGLE)
     committed(processor, store, builder.event(Write(1, (), {"v": 1, "w": "a"}, ts=100)), SINGLE)
     outcome, out = committed(processor, store, builder.event(DeleteColumns(1, (), ("w",), ts=300)), SINGLE)
     assert outcome == "applied"
     [(_, _, value)] = decoded(out)
     assert value is not None and value["op"] == "u" and value["after"]["w"] is None
-    assert value["source"]["write_time_us"] == 100
+    assert value["source"]["write_time_us"] == 300
+    assert value["source"]["ts_ms"] == 0  # 300 µs
+
+
+def test_removing_an_element_carries_the_removals_time(
+    processor: ChangeProcessor, store: PartitionStore
+) -> None:
+    builder = EventBuilder(KV)
+    committed(processor, store, builder.event(Write(1, (1,), {"v": 1, "st": {1, 2}}, ts=100)), KV)
+    _, out = committed(processor, store, builder.event(RemoveElements(1, (1,), "st", [1], ts=250)), KV)
+    assert write_times(out) == [("u", 1, 250)]
+
+
+def test_partition_and_range_deletions_stamp_the_rows_they_change_with_their_own_time(
+    processor: ChangeProcessor, store: PartitionStore
+) -> None:
+    """Rows keeping a newer cell are updated, the others deleted; either change is the deletion's."""
+    builder = EventBuilder(KV)
+    for ck in (1, 2, 3):
+        committed(processor, store, builder.event(Write(1, (ck,), {"v": ck, "w": "old"}, ts=100)), KV)
+    committed(processor, store, builder.event(Write(1, (2,), {"w": "newer"}, ts=500)), KV)
+    _, out = committed(processor, store, builder.event(DeleteRange(1, (), low=1, high=2, ts=200)), KV)
+    assert write_times(out) == [("d", 1, 200), ("u", 2, 200)]
+    committed(processor, store, builder.event(Write(1, (3,), {"w": "newest"}, ts=600)), KV)
+    _, out = committed(processor, store, builder.event(DeletePartition(1, ts=550)), KV)
+    assert write_times(out) == [("d", 2, 550), ("u", 3, 550)]
+
+
+def test_a_static_change_stamps_every_row_with_the_static_writes_time(
+    processor: ChangeProcessor, store: PartitionStore
+) -> None:
+    builder = EventBuilder(KV)
+    committed(processor, store, builder.event(Write(1, (1,), {"v": 1}, ts=100)), KV)
+    committed(processor, store, builder.event(Write(1, (2,), {"v": 2}, ts=900)), KV)
+    _, out = committed(processor, store, builder.event(Write(1, (), {"s": 7}, ts=300)), KV)
+    assert write_times(out) == [("u", 1, 300), ("u", 2, 300)]
+    # the same value again, newer: the static columns look the same, so no row changes
+    _, out = committed(processor, store, builder.event(Write(1, (), {"s": 7}, ts=400)), KV)
+    assert write_times(out) == []
+
+
+def test_a_cell_that_loses_to_a_newer_one_does_not_stamp_the_change(
+    processor: ChangeProcessor, store: PartitionStore
+) -> None:
+    """One update (a batch) writes v at 200 and w at 300, but the row keeps a w written at 500: the change
+    is v's, made at 200."""
+    builder = EventBuilder(SINGLE)
+    committed(processor, store, builder.event(Write(1, (), {"w": "kept"}, ts=500)), SINGLE)
+    event = builder.event(Write(1, (), {"v": 5, "w": "lost"}, ts=300))
+    [row] = event["rows"]
+    for cell in row["cells"]:
+        if cell["column"] == "v":
+            cell["timestamp"] = 200
+    _, out = committed(processor, store, event, SINGLE)
+    assert write_times(out) == [("u", 1, 200)]
+
+
+def test_a_bootstrap_read_carries_the_rows_newest_visible_cell(
+    processor: ChangeProcessor, store: PartitionStore
+) -> None:
+    """A snapshot event is no write: its change shows the row's newest visible cell, as WRITETIME does."""
+    builder = EventBuilder(SINGLE)
+    committed(processor, store, builder.event(Write(1, (), {"v": 1}, ts=900)), SINGLE)
+    event = builder.event(Write(1, (), {"w": "read"}, ts=50))
+    event["source"] = {**event["source"], "node": SNAPSHOT_NODE, "segment_id": SNAPSHOT_SEGMENT_ID}
+    _, out = committed(processor, store, event, SINGLE)
+    assert write_times(out) == [("u", 1, 900)]
 
 
 def test_a_snapshot_event_names_no_node_segment_or_offset(
@@ -431,3 +509,65 @@ def test_event_write_time_is_the_newest_timestamp_of_any_part() -> None:
     assert raw_event_write_time(builder.raw_event(1, rows=rows, static_row=static)) == 35
     ranged = builder.event(DeleteRange(1, (), low=3, high=8, ts=45))
     assert raw_event_write_time(ranged) == 45
+
+
+def dropping(schema: TableSchema, column: str, at_us: int) -> TableSchema:
+    """``schema`` after ``ALTER TABLE ... DROP column`` at ``at_us``, as a schema event brings it."""
+    catalog = load_schema_from_cql(
+        f"{table_to_cql(schema)};\nALTER TABLE {schema.name} DROP {column} USING TIMESTAMP {at_us};"
+    )
+    dropped = catalog.get(schema.table_id)
+    assert dropped is not None and dropped.dropped_time(column) == at_us
+    return dropped
+
+
+def show_drops(processor: ChangeProcessor, store: PartitionStore, schema: TableSchema) -> list[CleanRecord]:
+    txn = store.transaction()
+    out: list[CleanRecord] = []
+    before = processor.drops_to_show(txn, schema)
+    if before is not None:
+        drive(processor.show_drops(txn, before, schema, NOW_MS, out))
+    commit(store, txn)
+    return out
+
+
+def test_a_drop_deletes_the_rows_that_lived_only_by_the_dropped_column(
+    processor: ChangeProcessor, store: PartitionStore, stats: WorkerStats
+) -> None:
+    builder = EventBuilder(KV)
+    assert show_drops(processor, store, KV) == []  # the first version a partition sees is only recorded
+    for op in (
+        Write(1, (1,), {"v": 1}, ts=100),  # lives by v alone
+        Write(1, (2,), {"v": 2, "w": "kept"}, ts=100),
+        Write(1, (3,), {"v": 3}, ts=100, insert=True),  # its row marker keeps it
+        Write(2, (), {"s": 7}, ts=100),
+        Write(2, (1,), {"v": 9}, ts=100),  # partition 2's only row: its static-only row shows after
+    ):
+        committed(processor, store, builder.event(op), KV)
+    without_v = dropping(KV, "v", 5_000)
+    got = [(value and value["op"], key) for _, key, value in decoded(show_drops(processor, store, without_v))]
+    assert got == [
+        ("d", {"pk": 1, "ck": 1}),
+        (None, {"pk": 1, "ck": 1}),
+        ("d", {"pk": 2, "ck": 1}),
+        (None, {"pk": 2, "ck": 1}),
+        ("c", {"pk": 2, "ck": None}),
+    ]
+    records = decoded(show_drops(processor, store, without_v))
+    assert records == []  # shown once
+    store_txn = store.transaction()
+    assert processor.drops_to_show(store_txn, without_v) is None
+    store_txn.rollback()
+    assert outcomes(stats, "ks.kv")["applied"] == 5
+
+
+def test_a_drops_delete_shows_the_row_as_it_was_at_the_drops_time(
+    processor: ChangeProcessor, store: PartitionStore
+) -> None:
+    builder = EventBuilder(SINGLE)
+    show_drops(processor, store, SINGLE)
+    committed(processor, store, builder.event(Write(4, (), {"w": "only"}, ts=100)), SINGLE)
+    [(_, key, value), (_, _, tombstone)] = decoded(show_drops(processor, store, dropping(SINGLE, "w", 7_000)))
+    assert tombstone is None and key == {"pk": 4}
+    assert value is not None and value["before"] == {"pk": 4, "v": None, "w": "only"}
+    assert (value["op"], value["after"], value["source"]["write_time_us"]) == ("d", None, 7_000)

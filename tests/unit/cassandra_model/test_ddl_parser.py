@@ -191,3 +191,23 @@ def test_table_schema_validation() -> None:
     bad_key = (ColumnSchema("k", ColumnKind.PARTITION_KEY, 0, parse_cql_type("list<int>")),)
     with pytest.raises(SchemaError, match="multi-cell"):
         TableSchema("ks", "t", ORDERS_ID, bad_key)
+
+
+def test_before_drops_gives_the_dropped_columns_back_where_they_were() -> None:
+    catalog = load_schema_from_cql(
+        "CREATE TABLE ks.t (pk int, ck int, a int, b text, c int, s int static, PRIMARY KEY (pk, ck))"
+        " WITH ID = 00000000-0000-0000-0000-0000000000aa;\n"
+        "ALTER TABLE ks.t DROP b USING TIMESTAMP 10;\n"
+        "ALTER TABLE ks.t DROP s USING TIMESTAMP 20;\n"
+        "ALTER TABLE ks.t DROP c USING TIMESTAMP 30;\n"
+        "ALTER TABLE ks.t ADD c int;"
+    )
+    now = catalog.by_name("ks", "t")
+    assert now is not None and list(now.regular_columns) == ["a", "c"] and not now.static_columns
+    before = now.before_drops(["b", "s", "c"])
+    assert list(before.regular_columns) == ["a", "b", "c"] and list(before.static_columns) == ["s"]
+    assert before.regular_columns["b"].type.cql() == "text" and before.table_id == now.table_id
+    assert before.dropped_columns == {} and now.dropped_time("c") == 30
+    assert list(now.before_drops(["b"]).dropped_columns) == ["s", "c"]
+    with pytest.raises(SchemaError, match="has no dropped column a"):
+        now.before_drops(["a"])
