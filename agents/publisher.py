@@ -44,7 +44,7 @@ from runtime.config import KafkaConfig
 from runtime.kafka_clients import KafkaAccessError, diagnose_kafka, make_producer, start_kafka_client
 from runtime.kafka_topics import TopicSpec, ensure_topics
 from runtime.secrets import scrub
-from runtime.tls import ClientSetupError
+from runtime.tls import ClientSetupError, KeyPasswordRefused
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,8 @@ class RawPublisher:
             try:
                 await self._ensure_topics()
                 producer = await self._new_producer()
+            except KeyPasswordRefused as exc:  # a credential, as a refused login is
+                raise AccessError(f"Kafka refuses the agent: {exc}") from exc
             except ClientSetupError as exc:
                 raise AccessError(f"cannot make a Kafka client: {exc}") from exc
             except KafkaAccessError as exc:

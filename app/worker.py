@@ -44,7 +44,7 @@ from app.worker_stats import WorkerStats
 from runtime.config import CdcConfig, ConfigError, KafkaConfig, WorkerConfig
 from runtime.kafka_clients import KafkaAccessError, explain_kafka_error, faust_broker
 from runtime.kafka_topics import TopicSpec, ensure_topics
-from runtime.tls import ClientSetupError
+from runtime.tls import ClientSetupError, KeyPasswordRefused
 from schemas.change_codec import ChangeCodec
 from schemas.change_connect_json import ConnectJsonChangeCodec
 from schemas.change_json import JsonChangeCodec
@@ -70,10 +70,10 @@ def make_codec(worker: WorkerConfig) -> ChangeCodec:
         registry = HttpSchemaRegistryClient(
             worker.schema_registry_url, compatibility=None if level == "registry" else level
         )
-        return AvroChangeCodec(registry, worker.clean_topic_prefix)
+        return AvroChangeCodec(registry, worker.clean_topic_prefix, decimal_handling=worker.decimal_handling)
     if worker.encoding == "json_schema":
-        return ConnectJsonChangeCodec(worker.clean_topic_prefix)
-    return JsonChangeCodec()
+        return ConnectJsonChangeCodec(worker.clean_topic_prefix, decimal_handling=worker.decimal_handling)
+    return JsonChangeCodec.for_decimals(worker.decimal_handling)
 
 
 class _WorkerBoot(BootStrategy):
@@ -329,7 +329,7 @@ class Worker:
                 return
             except ClientSetupError as exc:  # a kafka.security file or key: the config must change
                 await self.shutdown()
-                raise WorkerError(f"cannot make the worker's Kafka clients: {exc}") from None
+                raise WorkerError(client_setup_failure(exc)) from None
             except (KafkaError, OSError) as exc:
                 refusal = kafka_refusal(exc, self.config.kafka)
                 if refusal is not None:
@@ -430,6 +430,14 @@ def _settle_garbage_collector() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
+def client_setup_failure(exc: ClientSetupError) -> str:
+    """Why the worker's Kafka clients cannot be made; a key password that does not open the client key
+    reads like the other refused credentials."""
+    if isinstance(exc, KeyPasswordRefused):
+        return f"Kafka refused the worker: {exc}"
+    return f"cannot make the worker's Kafka clients: {exc}"
+
+
 def kafka_refusal(exc: BaseException, kafka: KafkaConfig) -> str | None:
     """Why Kafka refuses this worker for good (authentication, certificates, TLS on one side only), naming
     the kafka.security key to fix and never a secret; None for what may pass (a broker not up yet)."""
@@ -453,7 +461,7 @@ def run_worker(config: CdcConfig) -> int:
     except BaseException as exc:
         loop.close()
         if isinstance(exc, ClientSetupError):  # Faust's broker credentials: a kafka.security file or key
-            raise WorkerError(f"cannot make the worker's Kafka clients: {exc}") from None
+            raise WorkerError(client_setup_failure(exc)) from None
         raise
     loop.run_until_complete(worker.prepare())
     faust_worker = faust.Worker(worker.app, loop=loop, loglevel="WARNING", quiet=True, override_logging=False)
@@ -470,5 +478,5 @@ def run_worker(config: CdcConfig) -> int:
     if failed is not None and (refusal := kafka_refusal(failed, config.kafka)) is not None:
         raise WorkerError(f"Kafka refused the worker: {refusal}") from failed
     if isinstance(failed, ClientSetupError):
-        raise WorkerError(f"cannot make the worker's Kafka clients: {failed}") from None
+        raise WorkerError(client_setup_failure(failed)) from None
     return 1 if failed is not None else code

@@ -62,6 +62,8 @@ SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 RegistryCompatibility = Literal[
     "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE", "NONE"
 ]
+#: how clean topics write a CQL decimal (Debezium's ``decimal.handling.mode``; see WorkerConfig)
+DecimalHandling = Literal["precise", "string", "double"]
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
@@ -179,6 +181,13 @@ class WorkerConfig:
     older event; ADD and DROP COLUMN pass (non-key columns are optional, default null). `registry` sets
     nothing: the registry's global level applies, which is BACKWARD on Confluent's but NONE (no check)
     on Apicurio's. A subject that exists keeps its level."""
+    decimal_handling: DecimalHandling = "precise"
+    """How a CQL decimal is written (Debezium's ``decimal.handling.mode``). ``precise``: exact with its own
+    scale: Avro's record ``cdc.change.Decimal`` {unscaled, scale}, a string such as ``"1.50"`` or
+    ``"1E+3"`` in JSON and ``json_schema``; Debezium's JDBC sink cannot store the Avro record. ``string``:
+    exact plain digits (``"1000"``, ``"1.50"``), which every sink stores (as text). ``double``: the
+    nearest double, which sinks store as a number, losing digits beyond about 15 (key columns stay
+    exact strings: a lossy key could merge two rows)."""
     batch_max_events: int = 20_000
     """Most raw events merged in one batch, committed in one Kafka transaction per raw partition it touches
     (the partition's transactional id fences a worker that lost it). Each transaction waits for about five

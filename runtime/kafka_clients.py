@@ -195,6 +195,14 @@ def explain_kafka_error(exc: BaseException, kafka: KafkaConfig, endpoint: str | 
         )
         if message is None and isinstance(exc, ssl.SSLError):
             message = f"TLS with Kafka at {where} failed ({exc.reason or exc}); see {PREFIX}*"
+        if message is None and not security.sasl and _closed_early(exc):
+            # the TLS handshake passed, and the broker hung up on the first request: a SASL_SSL listener
+            message = (
+                f"Kafka at {where} closed the connection at the first request after the TLS handshake: "
+                f"that listener requires SASL; set {PREFIX}protocol (now {security.protocol}) to SASL_SSL, "
+                f"with {PREFIX}sasl_mechanism, {PREFIX}username and {PREFIX}password, as the broker's "
+                "listener is configured"
+            )
     elif _closed_early(exc):
         message = (
             f"Kafka at {where} closed the connection at the first request: if that listener speaks TLS "

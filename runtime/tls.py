@@ -43,6 +43,11 @@ class ClientSetupError(ConfigError):
     """A client cannot be made from the config (unreadable key, wrong key password...); names the key."""
 
 
+class KeyPasswordRefused(ClientSetupError):
+    """The client key's password is wrong or missing: a credential the server never gets to see, so the
+    processes report it as they report a refused login (``Kafka refuses the agent: ...``)."""
+
+
 class _KeyIsEncrypted(Exception):
     pass
 
@@ -85,7 +90,7 @@ def client_ssl_context(
         # always a callback: without one OpenSSL would prompt on the terminal for an encrypted key
         context.load_cert_chain(str(cert_file), str(key_file), password=password)
     except _KeyIsEncrypted:
-        raise ClientSetupError(
+        raise KeyPasswordRefused(
             f"config key {prefix}key_file: {key_file} is encrypted; set {prefix}key_password "
             "(inline, ${ENV_VAR} or file:/path)"
         ) from None
@@ -95,8 +100,10 @@ def client_ssl_context(
                 f"config key {prefix}key_file: {key_file} is not the private key of {prefix}cert_file {cert_file}"
             ) from None
         if asked:
-            raise ClientSetupError(
-                f"config key {prefix}key_password does not decrypt {prefix}key_file {key_file} (wrong password?)"
+            source = key_password.source if key_password is not None else "nowhere"
+            raise KeyPasswordRefused(
+                f"config key {prefix}key_password (its value comes from {source}) does not decrypt "
+                f"{prefix}key_file {key_file}: wrong password, or the key of another password"
             ) from None
         if not _holds(cert_file, b"-----BEGIN CERTIFICATE-----"):
             raise ClientSetupError(

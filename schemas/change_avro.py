@@ -18,12 +18,13 @@ from typing import Any
 from fastavro import parse_schema
 
 from cassandra_model.table_schema import TableSchema
+from runtime.config import DecimalHandling
 from schemas.change_avro_names import avro_name
 from schemas.change_avro_reader import CONFLUENT_FRAME, CONFLUENT_MAGIC, AvroChangeReader
 from schemas.change_avro_schema import AvroSchemaBuilder
 from schemas.change_avro_writer import RowWriter, schema_writer, write_long, write_row, write_string
 from schemas.change_codec import ChangeEncodingError, encode_change_via_envelope
-from schemas.change_conversions import RowSpec, convert_row, key_columns
+from schemas.change_conversions import RowSpec, convert_row, key_columns, key_decimal_handling
 from schemas.change_event import OPS, SOURCE_RECORD, ChangeSource, clean_topic_name
 from schemas.registry_client import SchemaRegistryClient
 from state.change import RowChange
@@ -75,10 +76,16 @@ class AvroChangeCodec:
     """
 
     def __init__(
-        self, registry: SchemaRegistryClient, topic_prefix: str = "cdc", *, namespace: str | None = None
+        self,
+        registry: SchemaRegistryClient,
+        topic_prefix: str = "cdc",
+        *,
+        namespace: str | None = None,
+        decimal_handling: DecimalHandling = "precise",
     ) -> None:
         clean_topic_name(topic_prefix, "ks", "table")  # validate the prefix early
         self.registry = registry
+        self.decimal_handling = decimal_handling
         self.topic_prefix = topic_prefix
         namespace = namespace if namespace is not None else topic_prefix
         if not namespace:
@@ -104,10 +111,10 @@ class AvroChangeCodec:
         base = (self.namespace, avro_name(schema.keyspace), avro_name(schema.table))
         prefix = ".".join(base)
         try:
-            key_schema, key_spec, key_writer = AvroSchemaBuilder().record(
-                f"{prefix}.Key", key_columns(schema), base
-            )
-            row_schema, row_spec, row_writer = AvroSchemaBuilder().record(
+            key_schema, key_spec, key_writer = AvroSchemaBuilder(
+                key_decimal_handling(self.decimal_handling)
+            ).record(f"{prefix}.Key", key_columns(schema), base)
+            row_schema, row_spec, row_writer = AvroSchemaBuilder(self.decimal_handling).record(
                 f"{prefix}.Value", schema.all_columns(), base
             )
         except TypeError as exc:

@@ -31,6 +31,7 @@ from cassandra_model.cql_types import (
     every_native,
 )
 from cassandra_model.table_schema import ColumnKind, ColumnSchema
+from runtime.config import DecimalHandling
 from schemas.change_avro_names import avro_name
 from schemas.change_avro_writer import RowWriter, Writer, column_writer
 from schemas.change_conversions import (
@@ -38,11 +39,13 @@ from schemas.change_conversions import (
     RowSpec,
     always_null,
     as_list,
+    decimal_double,
     duration_fields,
     epoch_days,
     epoch_millis,
     map_items,
     nanos_of_day,
+    plain_decimal,
 )
 
 #: namespace of the records every table shares (Source, Decimal, Duration)
@@ -142,10 +145,12 @@ class AvroSchemaBuilder(CqlTypeVisitor[_AvroType]):
     first use and referenced by name afterwards. The Avro type of each kind of CQL type is its visitor
     method, called with the type's path from the column (``type_of``)."""
 
-    __slots__ = ("defined",)
+    __slots__ = ("decimal_handling", "defined")
 
-    def __init__(self) -> None:
+    def __init__(self, decimal_handling: DecimalHandling = "precise") -> None:
         self.defined: set[str] = set()
+        #: ``precise``: the record cdc.change.Decimal; ``string``: plain digits; ``double``: a double
+        self.decimal_handling = decimal_handling
 
     def named(self, record: dict[str, Any]) -> Any:
         name = record["name"]
@@ -164,6 +169,10 @@ class AvroSchemaBuilder(CqlTypeVisitor[_AvroType]):
         return t.accept(self, path)
 
     def visit_native(self, t: NativeType, path: tuple[str, ...]) -> _AvroType:
+        if t.name == "decimal" and self.decimal_handling != "precise":
+            if self.decimal_handling == "double":
+                return _AvroType("double", decimal_double)
+            return _AvroType("string", plain_decimal)
         schema, conv = _AVRO_SCALARS[t.name]
         if isinstance(schema, dict) and schema.get("type") == "record":
             return _AvroType(self.named(schema), conv, schema["name"])

@@ -13,7 +13,9 @@ ascii, text, varchar   string
 boolean                boolean
 tinyint/smallint/int   int8 / int16 / int32
 bigint, counter        int64
-varint, decimal        string (exact; Debezium's ``decimal.handling.mode=string``)
+varint                 string (exact)
+decimal                string (exact; ``decimal_handling: precise`` keeps the scale, ``"1E+3"``, ``string``
+                       writes plain digits, ``"1000"``), or double with ``decimal_handling: double``
 float, double          float, double (Connect's FLOAT32 and FLOAT64; NaN and infinities are written as
                        strings, as in the JSON encoding, which JsonConverter cannot read: use Avro for them)
 date                   int32, ``org.apache.kafka.connect.data.Date`` (days since 1970-01-01)
@@ -57,8 +59,9 @@ from cassandra_model.cql_types import (
     every_native,
 )
 from cassandra_model.table_schema import ColumnKind, ColumnSchema, TableSchema
+from runtime.config import DecimalHandling
 from schemas.change_codec import ChangeDecodingError, ChangeEncodingError
-from schemas.change_conversions import Converter, key_columns, map_items
+from schemas.change_conversions import Converter, key_columns, key_decimal_handling, map_items
 from schemas.change_event import SOURCE_RECORD, ChangeSource, clean_topic_name
 from schemas.change_json import JsonChangeCodec, JsonConverters
 from state.change import RowChange
@@ -109,13 +112,17 @@ _CONNECT_SCALARS: Mapping[str, ConnectSchema] = every_native(
 
 class ConnectPayloadConverters(JsonConverters):
     """The JSON encoding's value forms, with tuples as structs ``{"f0": ..., ...}``, and every map whose
-    keys are Connect strings (text, but also uuid, inet, varint, decimal) as a JSON object: JsonConverter
-    reads the ``[[key, value], ...]`` form only for keys of other types."""
+    keys are Connect strings (text, but also uuid, inet, varint, decimal unless written as doubles) as a
+    JSON object: JsonConverter reads the ``[[key, value], ...]`` form only for keys of other types."""
 
-    __slots__ = ()
+    __slots__ = ("_schemas",)
+
+    def __init__(self, decimal_handling: DecimalHandling = "precise") -> None:
+        super().__init__(decimal_handling)
+        self._schemas = ConnectSchemaBuilder(decimal_handling)
 
     def visit_map(self, t: MapType, *args: Any) -> Converter | None:
-        if t.key.is_text or t.key.accept(_CONNECT_SCHEMAS, ())["type"] != "string":
+        if t.key.is_text or t.key.accept(self._schemas, ())["type"] != "string":
             return super().visit_map(t)
         kc = self.convert(t.key)
         vc = self.convert(t.value)
@@ -139,12 +146,17 @@ class ConnectPayloadConverters(JsonConverters):
 class ConnectSchemaBuilder(CqlTypeVisitor[ConnectSchema]):
     """The Connect schema of a CQL type; ``path`` names nested structs after their place in the column."""
 
-    __slots__ = ()
+    __slots__ = ("_decimal",)
+
+    def __init__(self, decimal_handling: DecimalHandling = "precise") -> None:
+        self._decimal: ConnectSchema = {"type": "double" if decimal_handling == "double" else "string"}
 
     def schema_of(self, t: CqlType, path: tuple[str, ...], optional: bool) -> ConnectSchema:
         return {**t.accept(self, path), "optional": optional}
 
     def visit_native(self, t: NativeType, path: tuple[str, ...]) -> ConnectSchema:
+        if t.name == "decimal":
+            return dict(self._decimal)
         return dict(_CONNECT_SCALARS[t.name])
 
     def visit_custom(self, t: CustomType, path: tuple[str, ...]) -> ConnectSchema:
@@ -187,9 +199,6 @@ class ConnectSchemaBuilder(CqlTypeVisitor[ConnectSchema]):
         return {"type": "struct", "name": f"{topic}.{record}", "optional": optional, "fields": fields}
 
 
-_CONNECT_SCHEMAS = ConnectSchemaBuilder()
-connect_payload_converter = ConnectPayloadConverters().convert
-
 _AVRO_TO_CONNECT = {"string": "string", "long": "int64", "int": "int32", "boolean": "boolean"}
 
 
@@ -213,14 +222,20 @@ def source_schema() -> ConnectSchema:
 _SOURCE_SCHEMA = source_schema()
 
 
-def key_schema(topic: str, schema: TableSchema) -> ConnectSchema:
-    """The Connect schema of a table's keys: the struct ``<topic>.Key``."""
-    return ConnectSchemaBuilder().row(topic, "Key", key_columns(schema), False)
+def key_schema(
+    topic: str, schema: TableSchema, decimal_handling: DecimalHandling = "precise"
+) -> ConnectSchema:
+    """The Connect schema of a table's keys: the struct ``<topic>.Key`` (decimals exact, see
+    ``key_decimal_handling``)."""
+    builder = ConnectSchemaBuilder(key_decimal_handling(decimal_handling))
+    return builder.row(topic, "Key", key_columns(schema), False)
 
 
-def value_schema(topic: str, schema: TableSchema) -> ConnectSchema:
+def value_schema(
+    topic: str, schema: TableSchema, decimal_handling: DecimalHandling = "precise"
+) -> ConnectSchema:
     """The Connect schema of a table's change events: the struct ``<topic>.Envelope``."""
-    row = ConnectSchemaBuilder().row(topic, "Value", schema.all_columns(), True)
+    row = ConnectSchemaBuilder(decimal_handling).row(topic, "Value", schema.all_columns(), True)
     return {
         "type": "struct",
         "name": f"{topic}.Envelope",
@@ -254,10 +269,15 @@ class ConnectJsonChangeCodec:
     ``<topic_prefix>.<keyspace>.<table>``. Keys stay byte-for-byte equal for equal primary keys (the key
     schema depends only on the primary key's columns), so log compaction works as with plain JSON."""
 
-    def __init__(self, topic_prefix: str = "cdc") -> None:
+    def __init__(self, topic_prefix: str = "cdc", *, decimal_handling: DecimalHandling = "precise") -> None:
         clean_topic_name(topic_prefix, "ks", "table")  # validate the prefix early
         self.topic_prefix = topic_prefix
-        self._payloads = JsonChangeCodec(connect_payload_converter)
+        self.decimal_handling = decimal_handling
+        keys = key_decimal_handling(decimal_handling)
+        values = ConnectPayloadConverters(decimal_handling).convert
+        self._payloads = JsonChangeCodec(
+            values, values if keys == decimal_handling else ConnectPayloadConverters(keys).convert
+        )
         self._tables: dict[int, tuple[TableSchema, _ConnectTable]] = {}
 
     def _table(self, schema: TableSchema) -> _ConnectTable:
@@ -266,7 +286,10 @@ class ConnectJsonChangeCodec:
             return found[1]
         topic = clean_topic_name(self.topic_prefix, schema.keyspace, schema.table)
         try:
-            table = _ConnectTable(_head(key_schema(topic, schema)), _head(value_schema(topic, schema)))
+            table = _ConnectTable(
+                _head(key_schema(topic, schema, self.decimal_handling)),
+                _head(value_schema(topic, schema, self.decimal_handling)),
+            )
         except TypeError as exc:
             raise ChangeEncodingError(str(exc), table=schema.name) from exc
         if len(self._tables) > 4096:

@@ -8,12 +8,14 @@ only the columns whose values need work, so converting a row touches the others 
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from cassandra_model.cql_types import CqlTime
 from cassandra_model.table_schema import ColumnSchema, TableSchema
+from runtime.config import DecimalHandling
 from schemas.change_codec import ChangeEncodingError
 from schemas.change_event import ChangeEventError
 
@@ -52,6 +54,23 @@ def nanos_of_day(v: Any) -> int:
 
 def duration_fields(v: Any) -> dict[str, int]:
     return {"months": v.months, "days": v.days, "nanos": v.nanoseconds}
+
+
+def plain_decimal(v: Any) -> str:
+    """A decimal as plain digits, exact (``1E+3`` -> ``"1000"``; the scale of ``1.50`` kept): what every
+    sink can store, or cast to a numeric type."""
+    return format(v if isinstance(v, decimal.Decimal) else decimal.Decimal(v), "f")
+
+
+def decimal_double(v: Any) -> float:
+    """A decimal as the nearest double (lossy beyond about 15 significant digits)."""
+    return float(v)
+
+
+def key_decimal_handling(handling: DecimalHandling) -> DecimalHandling:
+    """The decimal form of key columns: exact always, since two keys that a double cannot tell apart
+    would be one row downstream (compaction, upserts)."""
+    return "string" if handling == "double" else handling
 
 
 def always_null(v: Any) -> None:

@@ -28,6 +28,7 @@ from cassandra_model.cql_types import (
     every_native,
 )
 from cassandra_model.table_schema import ColumnSchema, TableSchema
+from runtime.config import DecimalHandling
 from schemas.change_codec import ChangeDecodingError, ChangeEncodingError, encode_change_via_envelope
 from schemas.change_conversions import (
     Converter,
@@ -35,12 +36,15 @@ from schemas.change_conversions import (
     always_null,
     as_list,
     convert_row,
+    decimal_double,
     duration_fields,
     epoch_days,
     epoch_millis,
     key_columns,
+    key_decimal_handling,
     map_items,
     nanos_of_day,
+    plain_decimal,
 )
 from schemas.change_event import OPS, ChangeSource, envelope_op
 from schemas.json_row_form import ConverterOf, JsonRowForm
@@ -87,20 +91,29 @@ _JSON_SCALARS: dict[str, Converter | None] = dict(
 )
 
 
+#: a decimal's JSON form under each ``decimal_handling``
+_DECIMAL_FORMS: dict[str, Converter] = {"precise": str, "string": plain_decimal, "double": decimal_double}
+
+
 class JsonConverters(CqlTypeVisitor[Converter | None]):
     """The JSON form of one non-null value, per kind of type (None: the value is already JSON).
 
     ``convert(t)`` is the converter of type ``t``; nested types go through it again, so a subclass that
     changes one kind of type (Kafka Connect's tuples, ``schemas.change_connect_json``) changes it at every
-    depth.
+    depth. ``decimal_handling`` is the worker's (``precise``: ``str``, which keeps the scale).
     """
 
-    __slots__ = ()
+    __slots__ = ("_decimal",)
+
+    def __init__(self, decimal_handling: DecimalHandling = "precise") -> None:
+        self._decimal: Converter = _DECIMAL_FORMS[decimal_handling]
 
     def convert(self, t: CqlType) -> Converter | None:
         return t.accept(self)
 
     def visit_native(self, t: NativeType, *args: Any) -> Converter | None:
+        if t.name == "decimal":
+            return self._decimal
         return _JSON_SCALARS[t.name]
 
     def visit_custom(self, t: CustomType, *args: Any) -> Converter | None:
@@ -160,6 +173,8 @@ class _JsonTable:
     key: RowSpec
     row: RowSpec
     form: JsonRowForm
+    #: the form key columns are read in (``form`` unless keys are written otherwise)
+    key_form: JsonRowForm
 
 
 _KEY_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
@@ -169,23 +184,40 @@ _VALUE_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(
 class JsonChangeCodec:
     """Change events as UTF-8 JSON (mapping in the module notes); keys compact with sorted object keys.
 
-    ``converter_of`` gives the JSON form of each type's values; another JSON dialect (Kafka Connect's, in
-    ``schemas.change_connect_json``) passes its own.
+    ``converter_of`` gives the JSON form of each type's values, ``key_converter_of`` that of key columns
+    (by default the same); another JSON dialect (Kafka Connect's, in ``schemas.change_connect_json``)
+    passes its own. ``for_decimals`` makes the converters of a ``decimal_handling``.
     """
 
-    def __init__(self, converter_of: ConverterOf = json_converter) -> None:
+    def __init__(
+        self, converter_of: ConverterOf = json_converter, key_converter_of: ConverterOf | None = None
+    ) -> None:
         self._tables: dict[int, tuple[TableSchema, _JsonTable]] = {}
         self._converter_of = converter_of
+        self._key_converter_of = key_converter_of or converter_of
+
+    @classmethod
+    def for_decimals(cls, decimal_handling: DecimalHandling) -> JsonChangeCodec:
+        """The JSON codec writing decimals as ``decimal_handling`` says (keys exact, see
+        ``key_decimal_handling``)."""
+        if decimal_handling == "precise":
+            return cls()
+        keys = key_decimal_handling(decimal_handling)
+        values = JsonConverters(decimal_handling).convert
+        return cls(values, values if keys == decimal_handling else JsonConverters(keys).convert)
 
     def _table(self, schema: TableSchema) -> _JsonTable:
         found = self._tables.get(id(schema))
         if found is not None and found[0] is schema:
             return found[1]
         try:
+            form = JsonRowForm(schema, self._converter_of)
+            same_keys = self._key_converter_of is self._converter_of
             table = _JsonTable(
-                _json_spec(key_columns(schema), self._converter_of),
+                _json_spec(key_columns(schema), self._key_converter_of),
                 _json_spec(schema.all_columns(), self._converter_of),
-                JsonRowForm(schema, self._converter_of),
+                form,
+                form if same_keys else JsonRowForm(schema, self._key_converter_of),
             )
         except TypeError as exc:
             raise ChangeEncodingError(str(exc), table=schema.name) from exc
@@ -206,13 +238,18 @@ class JsonChangeCodec:
     ) -> tuple[bytes, bytes]:
         """Images straight to their JSON form (``json_row_form``); anything unusual (an error included)
         takes the envelope path, which writes the same bytes or raises the error it names."""
-        form = self._table(schema).form
+        table = self._table(schema)
+        form = table.form
         op = envelope_op(change, schema, source)
         try:
             before = None if change.before is None else form.row(change.before)
             after = None if change.after is None else form.row(change.after)
             row = after if after is not None else before
             assert row is not None  # envelope_op checked the images
+            if table.key_form is not form:
+                image = change.after if change.after is not None else change.before
+                assert image is not None
+                row = table.key_form.row(image)
             key = _KEY_JSON.encode({name: row[name] for name in form.key_names}).encode()
             value = _VALUE_JSON.encode(
                 {"before": before, "after": after, "op": op, "source": source.as_dict(ts_ms), "ts_ms": ts_ms}

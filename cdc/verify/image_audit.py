@@ -12,7 +12,8 @@ there, which SELECT can no longer show. An event is *explained* when:
   on that row or partition must carry that timestamp (or the next microsecond, when it overwrote a
   collection, whose old cells it deletes at timestamp - 1) and have *made this change*: written a column
   whose value the event changes, in the way the after image shows it (a value or element the image
-  shows, a null where the image has none, an element removed), deleted the row, a range or the
+  shows, a null where the image has none, an element removed, or a value whose TTL had run out by the
+  time it was merged, which wins as a null), deleted the row, a range or the
   partition, or, for a created row, written its row marker. A statement whose value the image merely
   still shows does not do: a ``SET col = null`` is stamped with its own time, not with the insert's
   that wrote the other columns. A partition's static-only row comes and goes with every write to the
@@ -20,11 +21,13 @@ there, which SELECT can no longer show. An event is *explained* when:
   (LWT, counters) it must lie in the send..return window of an operation on the key, and the image
   must show a value one of them wrote: a Paxos round that finishes an earlier, unfinished one re-stamps
   that update with its own ballot, so the value and the window may belong to two LWTs of one row.
-  Expiry events carry the expiry time, not a write time: only their values are checked.
+  Expiry events carry the expiry time, not a write time: only their values are checked. A delete of a
+  row that showed a value of a column the run dropped may carry the time of that DROP instead.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,6 +129,8 @@ def _unexplained_write_time(
 ) -> list[str]:
     if timestamp is None:
         return ["no write time"]
+    if after is None and index.dropped_at(scopes.row_key[0], timestamp) and _shows_dropped(scopes, before):
+        return []  # a row that lived by a column the run dropped, gone with the DROP
     stamped = index.stamped_at(scopes, timestamp) | index.overwrote_at(scopes, timestamp + 1)
     server = index.server_ops_at(scopes, timestamp)
     if not stamped and not server:
@@ -143,6 +148,12 @@ def _unexplained_write_time(
         f"write time {timestamp}: the statements at that time (operations {sorted(stamped | server)[:5]}) "
         "made none of the changes the event shows"
     ]
+
+
+def _shows_dropped(scopes: EventScopes, before: dict[str, Any] | None) -> bool:
+    """Whether an image shows a value in a column the table has dropped (since)."""
+    dropped = scopes.forms.schema.dropped_columns
+    return before is not None and any(before.get(c) is not None for c in dropped)
 
 
 def _changed_columns(
@@ -185,14 +196,17 @@ def _write_made(
         return False
     if write.mode == DELTA:
         return True
-    old = set(image_elements(t, (before or {}).get(column)))
-    new = set(image_elements(t, (after or {}).get(column)))
+    # multisets: a list can hold an element twice, and an append of a value it holds adds one more
+    old = Counter(image_elements(t, (before or {}).get(column)))
+    new = Counter(image_elements(t, (after or {}).get(column)))
     written = set(written_elements(t, write.mode, write.value))
-    if written & (new - old):
+    if written & set(new - old):
         return True
-    removed = old - new
+    removed = set(old - new)
     if write.mode in (DELETE, REMOVE) or (write.mode == FIELD and write.value[1] is None):
         return bool(removed)
+    if write.ttl is not None and removed:
+        return True  # merged after its TTL ran out: an expired cell that won, a null
     if write.mode == SET and (write.value is None or t.multi_cell):
         return bool(removed - written)  # a null, or an overwrite's deletion of the elements before it
     return False

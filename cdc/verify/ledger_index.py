@@ -10,6 +10,7 @@ columns) comes and goes with every row of the partition, so every write to the p
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 from cassandra_model.table_schema import TableSchema
 from cdc.verify.json_forms import ROW_MARKER, TableForms, written_elements
 from cdc.verify.workload.cell_write import DELTA, LIVENESS, SET, CellWrite
-from cdc.verify.write_ledger import IssuedOperation
+from cdc.verify.write_ledger import IssuedOperation, SchemaChange
 from schemas.driver_rows import key_text
 
 #: how far a server-picked timestamp may lie outside the client's send..return window (the clients and
@@ -26,6 +27,8 @@ from schemas.driver_rows import key_text
 SERVER_CLOCK_SLACK_US = 2_000_000
 #: the element a counter increment is recorded as (its value is checked by sums, not by element)
 INCREMENT = "<increment>"
+#: ALTER TABLE <keyspace>.<table> DROP <column>: the table it drops from
+_DROP = re.compile(r"ALTER\s+TABLE\s+\w+\.(\w+)\s+DROP\s", re.IGNORECASE)
 
 
 @dataclass(slots=True)
@@ -66,8 +69,19 @@ class EventScopes:
 class LedgerIndex:
     """Built once, after the workload, from what the clients issued and the tables' schemas."""
 
-    def __init__(self, issued: Iterable[IssuedOperation], schemas: dict[str, TableSchema]) -> None:
+    def __init__(
+        self,
+        issued: Iterable[IssuedOperation],
+        schemas: dict[str, TableSchema],
+        schema_changes: Iterable[SchemaChange] = (),
+    ) -> None:
         self.issued: dict[int, IssuedOperation] = {}
+        #: per table, the send..return windows (µs) of the ALTER TABLE ... DROPs made on it
+        self.drops: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for change in schema_changes:
+            found = _DROP.search(change.statement)
+            if found is not None:
+                self.drops[found.group(1)].append((change.sent_us, change.done_us))
         self.forms = {name: TableForms(schema) for name, schema in schemas.items()}
         self.scopes: dict[tuple[str, str], ScopeWrites] = {}
         self.partition_ops: dict[tuple[str, str], set[int]] = defaultdict(set)
@@ -167,7 +181,19 @@ class LedgerIndex:
         return times * (1 + len(ttls))
 
     def event_bound(self, scopes: EventScopes) -> int:
-        return sum(self.applications(n) for n in self.touching(scopes))
+        """Events a key may get: its operations', and one per DROP of its table (the delete of a row
+        that lived only by the dropped column, or its static-only row appearing)."""
+        return sum(self.applications(n) for n in self.touching(scopes)) + len(
+            self.drops.get(scopes.row_key[0], ())
+        )
+
+    def dropped_at(self, table: str, timestamp: int) -> bool:
+        """Whether a DROP on ``table`` may have been stamped ``timestamp`` (Cassandra's clock, kept in
+        milliseconds by system_schema: its window widened by SERVER_CLOCK_SLACK_US)."""
+        return any(
+            sent - SERVER_CLOCK_SLACK_US <= timestamp <= done + SERVER_CLOCK_SLACK_US
+            for sent, done in self.drops.get(table, ())
+        )
 
     def stamped_at(self, scopes: EventScopes, timestamp: int) -> set[int]:
         """Operations touching the key with exactly this USING TIMESTAMP."""

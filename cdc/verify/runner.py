@@ -399,7 +399,9 @@ class VerifyRun:
             if injector.invalid is not None:
                 break
             for statement in phase.schema_change_after:
+                sent_us = time.time_ns() // 1000
                 session.execute(SimpleStatement(statement, consistency_level=ConsistencyLevel.ALL))
+                self.ledger.record_schema_change(statement, sent_us=sent_us, done_us=time.time_ns() // 1000)
                 wait_for_schema_agreement(cluster)
                 self.say(f"after phase {number + 1}: {statement}")
         return stats
@@ -471,7 +473,7 @@ class VerifyRun:
     def _compare(
         self, session: Any, schemas: dict[str, TableSchema], stats: ClientStats, ttl: dict[str, Any]
     ) -> dict[str, Any]:
-        index = LedgerIndex(self.ledger.issued(), schemas)
+        index = LedgerIndex(self.ledger.issued(), schemas, self.ledger.schema_changes())
         results = check_tables(
             session,
             schemas,

@@ -29,12 +29,32 @@ class IssuedOperation:
     acknowledged: bool
 
 
+@dataclass(slots=True, frozen=True)
+class SchemaChange:
+    """A schema statement the run made between phases, with its send..return window (µs): a DROP makes
+    the rows that lived only by the dropped column disappear, and their deletes carry its time, which
+    Cassandra picks within that window."""
+
+    statement: str
+    sent_us: int
+    done_us: int
+
+
 @dataclass(slots=True)
 class WriteLedger:
     """Filled by the client threads as they go; read once they are done."""
 
     _issued: list[IssuedOperation] = field(default_factory=list)
+    _schema_changes: list[SchemaChange] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record_schema_change(self, statement: str, *, sent_us: int, done_us: int) -> None:
+        with self._lock:
+            self._schema_changes.append(SchemaChange(statement, sent_us, done_us))
+
+    def schema_changes(self) -> list[SchemaChange]:
+        with self._lock:
+            return list(self._schema_changes)
 
     def record(self, op: Operation, *, sent_us: int, done_us: int, attempts: int, acknowledged: bool) -> None:
         with self._lock:

@@ -240,6 +240,30 @@ def test_agent_publishes_over_sasl_ssl_and_tls_and_stops_on_wrong_passwords(
             all_arrive()
             assert agent.stop() == 0, agent.log_tail()
 
+            # 4. TLS without SASL on the SASL_SSL listener, and a client key password that does not open
+            # the key: each ends within seconds, naming the key to change (and where the password came from)
+            good_security = dict(agent.config["kafka"]["security"])
+            agent.config["kafka"]["security"] = {"protocol": "SSL", "ca_file": str(material.ca_file)}
+            agent.config_path.write_text(yaml.safe_dump(agent.config, sort_keys=False))
+            started = time.monotonic()
+            protocol_error = fails_with(agent, "kafka.security.protocol")
+            assert "Kafka refuses the agent:" in protocol_error and "SASL_SSL" in protocol_error, (
+                protocol_error
+            )
+            assert time.monotonic() - started < 30, "a listener that requires SASL was retried for long"
+            agent.config["kafka"]["security"] = {
+                **good_security,
+                "cert_file": str(material.client_cert),
+                "key_file": str(material.client_key),
+                "key_password": f"file:{wrong}",
+            }
+            agent.config_path.write_text(yaml.safe_dump(agent.config, sort_keys=False))
+            key_error = fails_with(agent, "kafka.security.key_password")
+            assert key_error.startswith("cdc: error: Kafka refuses the agent:"), key_error
+            assert f"file {wrong}" in key_error, key_error
+            agent.config["kafka"]["security"] = good_security
+            agent.config_path.write_text(yaml.safe_dump(agent.config, sort_keys=False))
+
             topic.drain(quiet_s=1.5)
             expected = expected_counter(written)
             assert sum(expected.values()) == 3 * WRITES_PER_ROUND
@@ -252,7 +276,7 @@ def test_agent_publishes_over_sasl_ssl_and_tls_and_stops_on_wrong_passwords(
             )
 
         log = agent.log_text()
-        assert log.count(START_MARKER) == 5
+        assert log.count(START_MARKER) == 7
         leaked = [i for i, secret in enumerate(secrets) if secret in log]
         assert not leaked, f"secret(s) {leaked} appear in the agent's log"
 

@@ -87,11 +87,15 @@ COLUMNS = {
     "nums": "set<int>",
     "attrs": "map<text, int>",
 }
-#: Avro writes a CQL decimal as the record cdc.change.Decimal {unscaled, scale}, a Connect struct the sink
-#: has no column type for ("Failed to resolve column type for schema: STRUCT (cdc.change.Decimal)"); named
-#: as Debezium's VariableScaleDecimal it would be stored as double precision, losing digits, so it is not
-AVRO_COLUMNS = {name: cql for name, cql in COLUMNS.items() if cql != "decimal"}
-COLUMNS_OF = {"json_schema": COLUMNS, "avro": AVRO_COLUMNS}
+#: Under ``decimal_handling: precise`` Avro writes a CQL decimal as the record cdc.change.Decimal {unscaled,
+#: scale}, a Connect struct the sink has no column type for ("Failed to resolve column type for schema:
+#: STRUCT (cdc.change.Decimal)"): the Avro runs use ``string`` (exact, stored as text) and ``double``
+#: (stored as double precision, the nearest double); ``json_schema`` writes strings under ``precise``.
+DECIMAL_FORMS: dict[str, Callable[[str], Any]] = {
+    "precise": lambda text: text,
+    "string": lambda text: format(Decimal(text), "f"),
+    "double": lambda text: float(Decimal(text)),
+}
 REGIONS = ("eu", "us")
 SHARDS = (0, 1, 2)
 DAYS = (datetime.date(1900, 1, 1), datetime.date(2024, 2, 29), datetime.date(2999, 12, 31))
@@ -293,6 +297,7 @@ def wait_until_equal(
     worker: WorkerProcess,
     *,
     timeout_s: float,
+    decimal_handling: str = "precise",
 ) -> tuple[dict[str, dict[str, Any]], float]:
     """Poll until the PostgreSQL table equals Cassandra's SELECT at ALL; Cassandra's rows then, and the
     seconds it took.
@@ -306,7 +311,7 @@ def wait_until_equal(
         failures = connect_worker.failures(connector)
         assert not failures, "the JDBC sink failed:\n" + "\n".join(failures)
         assert worker.running, f"the worker exited:\n{worker.log_tail()}"
-        expected = select_rows(session, schema)
+        expected = _decimals_as(select_rows(session, schema), schema, decimal_handling)
         got = postgres_images(postgres, table, schema)
         difference = compare(expected, got or {})
         last.update(expected=expected, difference=difference, created=got is not None)
@@ -322,6 +327,17 @@ def wait_until_equal(
 
     waited = wait_until(converged, timeout_s, detail, interval_s=0.5)
     return last["expected"], waited
+
+
+def _decimals_as(
+    rows: dict[str, dict[str, Any]], schema: TableSchema, mode: str
+) -> dict[str, dict[str, Any]]:
+    """Cassandra's rows (decimals as ``str(Decimal)``) with each decimal as ``decimal_handling`` writes it."""
+    form = DECIMAL_FORMS[mode]
+    decimals = [c.name for c in schema.all_columns() if c.type.cql() == "decimal"]
+    return {
+        key: {**row, **{c: form(row[c]) for c in decimals if row[c] is not None}} for key, row in rows.items()
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -398,9 +414,12 @@ class Pipeline:
                 worker.ensure_stopped()
 
 
-@pytest.mark.parametrize("encoding", ["json_schema", "avro"])
+@pytest.mark.parametrize(
+    ("encoding", "decimal_handling"), [("json_schema", "precise"), ("avro", "string"), ("avro", "double")]
+)
 def test_postgres_table_equals_cassandra_through_kafka_connect(
     encoding: str,
+    decimal_handling: str,
     request: pytest.FixtureRequest,
     cassandra_node: CassandraNode,
     kafka_bootstrap: str,
@@ -410,9 +429,9 @@ def test_postgres_table_equals_cassandra_through_kafka_connect(
     tmp_path: Path,
 ) -> None:
     keyspace = unique_name(f"sink_{encoding}")
-    columns = COLUMNS_OF[encoding]
+    columns = COLUMNS
     schema = _create_table(session, keyspace, columns)
-    worker_settings: dict[str, Any] = {"encoding": encoding}
+    worker_settings: dict[str, Any] = {"encoding": encoding, "decimal_handling": decimal_handling}
     converters: dict[str, str] = {}
     registry: SchemaRegistry | None = None
     if encoding == "avro":
@@ -439,6 +458,7 @@ def test_postgres_table_equals_cassandra_through_kafka_connect(
             connector,
             worker,
             timeout_s=CONVERGE_S,
+            decimal_handling=decimal_handling,
         )
         assert time.monotonic() < expires_at - 1, (
             "converged only after the TTLs ran out: raise CDC_TEST_SINK_TTL_S"
@@ -458,6 +478,7 @@ def test_postgres_table_equals_cassandra_through_kafka_connect(
             connector,
             worker,
             timeout_s=CONVERGE_S,
+            decimal_handling=decimal_handling,
         )
         assert not set(expiring) & set(rows), "rows whose TTL ran out are still in Cassandra"
         assert all(rows.get(k, {}).get("name") is None for k in fading), "cells whose TTL ran out still read"
@@ -465,6 +486,7 @@ def test_postgres_table_equals_cassandra_through_kafka_connect(
         assert [k in rows for k in one_cell] == [False, True, False], "rows that live by one cell"
 
     types = column_types(postgres, table)
+    assert types["price"] == ("double precision" if decimal_handling == "double" else "text"), types
     print(
         f"\n{encoding}: {len(main) + len(ttl)} writes; PostgreSQL equal to Cassandra {live_s:.1f} s after the "
         f"last write, and at most {expired_s + 1:.1f} s after the TTLs ran out; column types: "

@@ -215,3 +215,71 @@ def test_worker_on_sasl_ssl_kafka_survives_a_wrong_password_with_every_change_on
         text = path.read_text(errors="replace")
         for secret in (password, WRONG_PASSWORD, TOKEN):
             assert secret not in text, f"a secret is in {path}"
+
+
+def _exits_with_error(worker: WorkerProcess, timeout_s: float = 60) -> tuple[str, float]:
+    """Start ``worker``, which must stop by itself with one `cdc: error:` line: that line, and how long
+    it took."""
+    started = time.monotonic()
+    worker.start()
+    assert worker.process is not None
+    code = worker.process.wait(timeout_s)
+    took = time.monotonic() - started
+    log = worker.log_text()
+    errors = [line for line in log.splitlines() if line.startswith("cdc: error:")]
+    assert code != 0 and errors, f"exit {code}, no `cdc: error:` line:\n{log[-3000:]}"
+    return errors[-1], took
+
+
+def test_tls_without_sasl_on_a_sasl_ssl_listener_and_a_wrong_key_password_stop_the_worker_at_once(
+    material: SecureMaterial, tmp_path: Path
+) -> None:
+    """`protocol: SSL` reaches the SASL_SSL listener's TLS, and the broker then closes the connection at
+    the first request: the worker names kafka.security.protocol within seconds, not Kafka's address after
+    minutes. A client key password that does not decrypt the key is named with where it came from."""
+
+    def worker(name: str, security_section: dict[str, Any]) -> WorkerProcess:
+        return WorkerProcess(
+            tmp_path / name,
+            worker_config(
+                bootstrap=material.kafka_bootstrap,
+                raw_topic=unique_name("raw"),
+                schema_topic=unique_name("schemas"),
+                raw_partitions=RAW_PARTITIONS,
+                data_directory=tmp_path / name / "data",
+                app_id=unique_name("app"),
+                worker_id=name,
+                topic_prefix=unique_name("clean"),
+                worker={"startup_timeout_s": 120},
+                kafka={"security": security_section},
+            ),
+            name,
+        )
+
+    tls_only = worker("tls-only", {"protocol": "SSL", "ca_file": str(material.ca_file)})
+    try:
+        error, took = _exits_with_error(tls_only)
+    finally:
+        tls_only.ensure_stopped()
+    assert "Kafka refused the worker:" in error and "kafka.security.protocol" in error, error
+    assert "SASL_SSL" in error, error
+    assert took < 30, f"took {took:.0f} s"
+
+    wrong = tmp_path / "wrong-key-password"
+    wrong.write_text(WRONG_PASSWORD + "\n")
+    keyed = worker(
+        "wrong-key",
+        {
+            **security(material, material.kafka_password_file),
+            "cert_file": str(material.client_cert),
+            "key_file": str(material.client_key),
+            "key_password": f"file:{wrong}",
+        },
+    )
+    try:
+        error, took = _exits_with_error(keyed)
+    finally:
+        keyed.ensure_stopped()
+    assert error.startswith("cdc: error: Kafka refused the worker:"), error
+    assert "kafka.security.key_password" in error and f"file {wrong}" in error, error
+    assert WRONG_PASSWORD not in error and took < 30, (error, took)

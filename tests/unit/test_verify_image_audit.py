@@ -152,6 +152,30 @@ def test_an_update_carries_the_time_of_the_statement_that_made_it_not_of_a_value
     assert explain("kv", event({"id": 7}, nulled, removed, BASE + 200), ledger)
 
 
+def test_a_write_merged_after_its_ttl_ran_out_explains_a_null() -> None:
+    """A late copy of ``SET name = ? USING TTL 4``, merged once its TTL had run out, wins over the older
+    name as an expired cell: the column goes null, stamped with that write's time."""
+    late = op(CellWrite("kv", KV, "name", SET, "gone", ttl=4), ts=BASE + 200)
+    ledger = index(INSERT, late)
+    inserted = image("kv", id=7, name="x", tags=["blue", "red"])
+    assert (
+        explain("kv", event({"id": 7}, inserted, image("kv", id=7, tags=["blue", "red"]), BASE + 200), ledger)
+        == []
+    )
+    no_ttl = index(INSERT, op(CellWrite("kv", KV, "name", SET, "gone"), ts=BASE + 200))
+    assert explain(
+        "kv", event({"id": 7}, inserted, image("kv", id=7, tags=["blue", "red"]), BASE + 200), no_ttl
+    )
+
+
+def test_an_append_of_values_a_list_holds_already_explains_the_longer_list() -> None:
+    ledger = index(INSERT, op(CellWrite("kv", KV, "items", ADD, [6, 11]), ts=BASE + 300))
+    before = image("kv", id=7, items=[6, 11])
+    after = image("kv", id=7, items=[6, 11, 6, 11])
+    assert explain("kv", event({"id": 7}, before, after, BASE + 300), ledger) == []
+    assert explain("kv", event({"id": 7}, after, before, BASE + 300), ledger)  # an append removes nothing
+
+
 def test_a_range_deletion_explains_the_rows_it_updates_and_deletes() -> None:
     row_key = {"tenant": "t1", "bucket": 2, "ck1": 3, "ck2": "b"}
     ledger = index(
@@ -326,3 +350,20 @@ def test_audit_counts_and_shows_examples() -> None:
     assert (audit.explained, audit.unexplained) == (1, 1)
     assert audit.examples[0]["at"] == "0@2" and "name" in audit.examples[0]["problems"][0]
     assert audit_images("kv", [good, tombstone], ledger).unexplained == 0
+
+
+def test_a_row_that_lived_by_a_dropped_column_is_deleted_at_the_drops_time() -> None:
+    key = (("id", 51),)
+    ledger = WriteLedger()
+    ledger.record(op(CellWrite("kv", key, "note", SET, "n"), ts=BASE + 7), sent_us=NOW_US, done_us=NOW_US + 10,
+                  attempts=1, acknowledged=True)  # fmt: skip
+    drop_sent = NOW_US + 60_000_000
+    ledger.record_schema_change("ALTER TABLE ks.kv DROP note", sent_us=drop_sent, done_us=drop_sent + 300_000)
+    index = LedgerIndex(ledger.issued(), SCHEMAS, ledger.schema_changes())
+    before = {**image("kv", id=51), "note": "n"}
+    dropped_ms = (drop_sent + 150_000) // 1000 * 1000  # system_schema keeps milliseconds
+    assert explain("kv", event({"id": 51}, before, None, dropped_ms), index) == []
+    assert explain("kv", event({"id": 51}, before, None, drop_sent - 10_000_000), index)
+    assert explain("kv", event({"id": 51}, image("kv", id=51, name="x"), None, dropped_ms), index)
+    scopes = index.scopes_of("kv", {"id": 51})
+    assert scopes is not None and index.event_bound(scopes) == 2  # its create, and the drop's delete

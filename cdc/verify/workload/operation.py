@@ -30,6 +30,7 @@ KINDS: tuple[str, ...] = (
     "lwt_insert",
     "lwt_update",
     "counter",
+    "note_only",
 )
 
 

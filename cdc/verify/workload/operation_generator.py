@@ -37,6 +37,7 @@ _WEIGHTS: dict[str, int] = {
     "lwt_insert": 2,
     "lwt_update": 2,
     "counter": 4,
+    "note_only": 2,  # until the drop; an update after it
 }
 # Statements a batch is made of (no LWT, no counters: neither may share a logged batch with the others).
 _BATCH_KINDS = (
@@ -114,6 +115,8 @@ class OperationGenerator:
             if op is not None:
                 return op
         kind = rng.choices(self.kinds, self.weights)[0]
+        if kind == "note_only" and self.builder.dropped:
+            kind = "update"
         if kind in ("lwt_insert", "lwt_update"):
             return self.lwt(kind)
         if kind == "counter":

@@ -46,6 +46,9 @@ DAYS = (dt.date(2024, 2, 28), dt.date(2024, 2, 29), dt.date(2024, 3, 1))
 
 ADDED_COLUMN = ("extra", "int")  # ALTER TABLE kv ADD after the first phase
 DROPPED_COLUMN = "note"  # ALTER TABLE kv DROP after the second phase
+#: kv ids above KV_IDS that only ever get their dropped column written (UPDATE kv SET note = ?): rows that
+#: live by that cell alone, so the DROP makes them disappear with no write to them
+NOTE_ONLY_IDS = range(KV_IDS, KV_IDS + 8)
 
 ADDRESS_FIELDS: dict[str, Gen] = {
     "street": text,

@@ -30,6 +30,7 @@ from cdc.verify.workload.schema import (
     CK2,
     DROPPED_COLUMN,
     KV_IDS,
+    NOTE_ONLY_IDS,
     SIMPLE_COLUMNS,
     STATIC_COLUMNS,
     TENANTS,
@@ -232,6 +233,17 @@ class StatementBuilder:
         stmt = self.update("update", table, key, set_sql, set_params, ttl_ok=True)
         stmt.write = self.remember(table, key, values)
         stmt.writes = self.cells(table, key, SET, values)
+        return stmt
+
+    def note_only(self) -> DraftStatement:
+        """``UPDATE kv SET note = ?`` on an id nothing else writes: a row that lives by the column the run
+        drops, which the DROP then makes disappear (only drawn before the drop)."""
+        key: Key = (("id", self.rng.choice(NOTE_ONLY_IDS)),)
+        values = {DROPPED_COLUMN: text(self.rng)}
+        set_sql, set_params = set_clause(values)
+        stmt = self.update("note_only", "kv", key, set_sql, set_params)
+        stmt.write = self.remember("kv", key, values)
+        stmt.writes = self.cells("kv", key, SET, values)
         return stmt
 
     def update_static(self) -> DraftStatement:
