@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 .PHONY: setup demo test soak lint clean
 
 # Installs everything: dev tools and the Spark pipeline extra (the agent and worker alone need `pip install .`).
+# Service jars come from Maven Central when a command first needs them (`cdc infra fetch` fetches all ahead).
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml scripts/install-system-deps.sh
@@ -13,7 +14,6 @@ $(VENV)/.installed: pyproject.toml scripts/install-system-deps.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,pipeline]'
-	$(BIN)/cdc infra fetch
 	touch $@
 
 demo: setup

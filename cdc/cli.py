@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,16 @@ from runtime.logs import configure_logging
 #: The top-level modules of the pipeline extra (pyspark, delta-spark and py4j, which pyspark brings).
 SPARK_MODULES = ("pyspark", "delta", "py4j")
 PIPELINE_INSTALL = "pip install 'cassandra-cdc[pipeline]'"
+
+
+def _env_port(name: str, default: int) -> int:
+    """A port from the environment variable ``name`` (checked when the command runs), else ``default``."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit():
+        raise ValueError(f"environment variable {name}={value!r} must be a TCP port number")
+    return int(value)
 
 
 def _infra_settings(args: argparse.Namespace):
@@ -235,7 +246,14 @@ def _verify_summary(folders: list[Path], report_path: Path) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from cdc.demo.command import run_demo
 
-    return run_demo(_infra_settings(args), rows=args.rows, rounds=args.rounds, keep_running=args.keep_running)
+    return run_demo(
+        _infra_settings(args),
+        rows=args.rows,
+        rounds=args.rounds,
+        keep_running=args.keep_running,
+        agent_port=args.agent_port or _env_port("CDC_DEMO_AGENT_PORT", 9465),
+        worker_port=args.worker_port or _env_port("CDC_DEMO_WORKER_PORT", 6067),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -379,6 +397,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-running",
         action="store_true",
         help="keep agent and worker running and show further events until Ctrl-C",
+    )
+    demo.add_argument(
+        "--agent-port",
+        type=int,
+        default=None,
+        help="health and metrics of node N's agent on this + N - 1 (default 9465, or CDC_DEMO_AGENT_PORT)",
+    )
+    demo.add_argument(
+        "--worker-port",
+        type=int,
+        default=None,
+        help="the worker's REST, health and metrics (default 6067, or CDC_DEMO_WORKER_PORT)",
     )
     demo.set_defaults(func=_cmd_demo)
 

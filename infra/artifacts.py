@@ -1,19 +1,24 @@
-"""Download each service's runtime jars from Maven Central once, into the shared cache.
+"""Download each service's runtime jars from Maven Central once, into the shared cache, when first needed.
 
 One POM per service (infra/maven/<service>/pom.xml) so Maven's version mediation never mixes the
 dependency trees of Cassandra and Kafka. A folder is used only after a complete copy, marked by a stamp
-file, so an interrupted download is redone rather than half-used.
+file, so an interrupted download is redone rather than half-used. Each artifact is fetched under a lock
+file of its own (``<folder>.lock``): two checkouts sharing the cache that need one artifact at once fetch it
+once, the second waiting for the first. Nothing is fetched before a command needs it (``cdc infra fetch``
+fetches everything ahead, for an offline machine); a first use says what it downloads and how big it is.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import shutil
 import subprocess
 import tarfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from infra.errors import ArtifactDownloadError
@@ -29,9 +34,61 @@ DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 _STAMP = ".complete"
 
 
+#: roughly how much each artifact brings (MB), said before its first download
+APPROXIMATE_MB = {
+    "cassandra": 70,
+    "kafka": 50,
+    "spark": 105,
+    "connect": 30,
+    "apicurio-converter": 10,
+    "io.apicurio:apicurio-registry-app": 150,
+    "io.debezium:debezium-connector-jdbc": 40,
+}
+
+
+@contextmanager
+def _artifact_lock(target: Path) -> Iterator[None]:
+    """Hold ``<target>.lock`` (an exclusive flock): one process fetches an artifact, the others wait."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(target.with_name(target.name + ".lock"), "a")  # noqa: SIM115 (held across the yield)
+    except OSError as exc:
+        raise ArtifactDownloadError(f"cannot lock {target} in the cache: {exc}; check CDC_CACHE_DIR") from exc
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("waiting for another process fetching %s", target.name)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _announce(what: str, target: Path) -> None:
+    size = APPROXIMATE_MB.get(what)
+    about = f", about {size} MB" if size else ""
+    log.info("first use: downloading %s from Maven Central into %s (once%s)", what, target, about)
+
+
+def _downloaded(what: str, target: Path, started: float) -> None:
+    size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
+    log.info("downloaded %s: %.0f MB in %.1f s", what, size / 2**20, time.monotonic() - started)
+
+
 def _copy_dependencies(pom: Path, target: Path, properties: dict[str, str]) -> float:
     if (target / _STAMP).is_file():
         return 0.0
+    with _artifact_lock(target):
+        if (target / _STAMP).is_file():  # another process fetched it while this one waited
+            return 0.0
+        try:
+            return _copy_dependencies_locked(pom, target, properties)
+        except OSError as exc:
+            raise ArtifactDownloadError(
+                f"cannot write the {pom.parent.name} jars into {target}: {exc}; check CDC_CACHE_DIR"
+            ) from exc
+
+
+def _copy_dependencies_locked(pom: Path, target: Path, properties: dict[str, str]) -> float:
     mvn = find_maven()
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -42,7 +99,7 @@ def _copy_dependencies(pom: Path, target: Path, properties: dict[str, str]) -> f
         f"-DoutputDirectory={staging}",
         *(f"-D{k}={v}" for k, v in properties.items()),
     ]  # fmt: skip
-    log.info("downloading %s into %s", pom.parent.name, target)
+    _announce(pom.parent.name, target)
     started = time.monotonic()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
@@ -61,6 +118,7 @@ def _copy_dependencies(pom: Path, target: Path, properties: dict[str, str]) -> f
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging.rename(target)
+    _downloaded(pom.parent.name, target, started)
     return time.monotonic() - started
 
 
@@ -121,6 +179,18 @@ def _fetch_archive(artifact: str, target: Path, check: Callable[[Path], str]) ->
     """
     if (target / _STAMP).is_file():
         return target
+    with _artifact_lock(target):
+        if (target / _STAMP).is_file():  # another process fetched it while this one waited
+            return target
+        try:
+            return _fetch_archive_locked(artifact, target, check)
+        except OSError as exc:
+            raise ArtifactDownloadError(
+                f"cannot write {artifact} into {target}: {exc}; check CDC_CACHE_DIR"
+            ) from exc
+
+
+def _fetch_archive_locked(artifact: str, target: Path, check: Callable[[Path], str]) -> Path:
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -128,7 +198,9 @@ def _fetch_archive(artifact: str, target: Path, check: Callable[[Path], str]) ->
         str(find_maven()), "-B", "-q", "-gs", str(GLOBAL_SETTINGS),
         f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={staging}",
     ]  # fmt: skip
-    log.info("downloading %s into %s", artifact, target)
+    what = artifact.split(":tar.gz")[0].rsplit(":", 1)[0]
+    _announce(what, target)
+    started = time.monotonic()
     try:
         # No POM: run from the staging folder so Maven never picks up a pom.xml of the current directory.
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=staging)
@@ -156,6 +228,7 @@ def _fetch_archive(artifact: str, target: Path, check: Callable[[Path], str]) ->
     (staging / _STAMP).write_text(f"{check(staging)}\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
+    _downloaded(what, target, started)
     return target
 
 
@@ -213,11 +286,13 @@ def ensure_apicurio_converter(settings: InfraSettings) -> Path:
     )
     manifest = folder / _MANIFEST_JAR
     if not manifest.is_file():
-        partial = manifest.with_name(manifest.name + ".partial")
-        with zipfile.ZipFile(partial, "w") as jar:
-            jar.writestr(
-                "META-INF/services/org.apache.kafka.connect.storage.Converter",
-                "".join(f"{name}\n" for name in APICURIO_CONVERTERS),
-            )
-        partial.rename(manifest)
+        with _artifact_lock(manifest):
+            if not manifest.is_file():
+                partial = manifest.with_name(manifest.name + ".partial")
+                with zipfile.ZipFile(partial, "w") as jar:
+                    jar.writestr(
+                        "META-INF/services/org.apache.kafka.connect.storage.Converter",
+                        "".join(f"{name}\n" for name in APICURIO_CONVERTERS),
+                    )
+                partial.rename(manifest)
     return settings.apicurio_converter_plugin

@@ -46,6 +46,8 @@ class ServiceStatus:
     """`plaintext`, or how clients must connect: `SASL_SSL` (Kafka), `TLS+password` (Cassandra)."""
     credentials: dict[str, str] = field(default_factory=dict)
     """Secure mode: the user and the files a client needs (CA, password file, client certificate)."""
+    cdc_raw: str | None = None
+    """A Cassandra node's cdc_raw folder: the agent.cdc_raw_directory of its agent."""
 
 
 class LocalStack:
@@ -231,6 +233,7 @@ class LocalStack:
                     endpoint=f"{spec.address}:{spec.cql_port} (storage :{spec.storage_port}, jmx :{spec.jmx_port})",
                     data=str(spec.root),
                     log=str(spec.log_file),
+                    cdc_raw=str(spec.cdc_raw),
                     **(self._cassandra_security() if secure else {}),
                 )
             )
@@ -303,6 +306,10 @@ def format_status(rows: list[ServiceStatus], *, as_json: bool = False) -> str:
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    nodes = [r for r in rows if r.cdc_raw]
+    if nodes:
+        lines += ["", "cdc_raw (an agent's agent.cdc_raw_directory):"]
+        lines += [f"  {r.service.removeprefix('cassandra-')}  {r.cdc_raw}" for r in nodes]
     return "\n".join(lines + _credential_lines(rows))
 
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from infra.artifacts import ensure_spark_connectors
 from infra.settings import InfraSettings
 from pipeline.errors import ConnectorJarsMissing, PipelineError
 from runtime.config import PipelineConfig
@@ -54,7 +55,7 @@ def connector_jars(settings: InfraSettings | None = None) -> list[Path]:
             f"pyspark {pyspark.__version__} is installed but the connector jars are for Spark "
             f"{settings.spark_version}; reinstall with `make setup` (pyproject.toml pins pyspark)"
         )
-    folder = settings.spark_connector_jars
+    folder = ensure_spark_connectors(settings)  # fetched from Maven Central on a job's first run
     jars = sorted(folder.glob("*.jar"))
     missing = [name for name in REQUIRED_JARS if not any(_artifact(j).startswith(name) for j in jars)]
     if missing:

@@ -11,7 +11,7 @@ from cassandra.cluster import NoHostAvailable
 
 from cdc.demo.errors import DemoError
 from cdc.demo.play import play
-from cdc.demo.processes import DemoRun
+from cdc.demo.processes import AGENT_PORT, WORKER_PORT, DemoRun
 from cdc.demo.table import KEYSPACE, TABLE, connect_cluster, prepare_table
 from cdc.demo.topics import CLEAN_TOPIC, RAW_TOPIC, SCHEMA_TOPIC, reset_topics
 from cdc.local_security import local_material
@@ -29,15 +29,24 @@ def run_demo(
     rows: int = DEFAULT_ROWS,
     rounds: int = DEFAULT_ROUNDS,
     keep_running: bool = False,
+    agent_port: int = AGENT_PORT,
+    worker_port: int = WORKER_PORT,
 ) -> int:
-    """Exit code 0 when every write gave its change event (1 otherwise; 130 on Ctrl-C mid-run)."""
+    """Exit code 0 when every write gave its change event (1 otherwise; 130 on Ctrl-C mid-run).
+    ``agent_port``: the agent of node N listens on it + N - 1; ``worker_port``: the worker's REST."""
     if rows < 1 or rounds < 1:
         raise ValueError("--rows and --rounds must be at least 1")
+    for name, port in (("--agent-port", agent_port), ("--worker-port", worker_port)):
+        if not 1 <= port <= 65535 - (2 if name == "--agent-port" else 0):
+            raise ValueError(f"{name} {port} is not a TCP port (1..65535)")
     began = time.monotonic()
     logging.getLogger("runtime.kafka_topics").setLevel(logging.WARNING)  # the demo says what it does itself
     stack = LocalStack(settings)
     stack.up(nodes=1)
-    run = DemoRun(settings, stack, [n for n in stack.known_nodes() if n.is_running()], local_material(stack))
+    nodes = [n for n in stack.known_nodes() if n.is_running()]
+    run = DemoRun(
+        settings, stack, nodes, local_material(stack), agent_base_port=agent_port, worker_port=worker_port
+    )
     run.reset_folder()
     cluster = connect_cluster(run.cassandra)
     status = 1

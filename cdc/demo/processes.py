@@ -28,8 +28,10 @@ from runtime.config import CassandraConfig, KafkaConfig
 from runtime.service_process import ServiceProcess
 
 AGENT_PORT = 9465
-"""Health and metrics of the agent of node N on AGENT_PORT + N - 1 (an operator's agent keeps 9464)."""
+"""Health and metrics of the agent of node N on AGENT_PORT + N - 1 (an operator's agent keeps 9464);
+``cdc demo --agent-port`` or CDC_DEMO_AGENT_PORT move it."""
 WORKER_PORT = 6067
+"""The worker's REST, health and metrics; ``cdc demo --worker-port`` or CDC_DEMO_WORKER_PORT move it."""
 
 
 @dataclass(slots=True)
@@ -44,6 +46,9 @@ class DemoRun:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     agents: list[ServiceProcess] = field(default_factory=list)
     worker: ServiceProcess | None = None
+    agent_base_port: int = AGENT_PORT
+    """The agent of node N listens on this + N - 1."""
+    worker_port: int = WORKER_PORT
 
     @property
     def home(self) -> Path:
@@ -72,7 +77,7 @@ class DemoRun:
         return [*self.agents, *([self.worker] if self.worker else [])]
 
     def agent_port(self, node: CassandraNode) -> int:
-        return AGENT_PORT + int(node.spec.name.removeprefix("node")) - 1
+        return self.agent_base_port + int(node.spec.name.removeprefix("node")) - 1
 
     def reset_folder(self) -> None:
         """Stop what a killed run left behind, check the ports, and clear the worker's state and the logs."""
@@ -97,7 +102,7 @@ class DemoRun:
             if leftover.stop(timeout_s=20):
                 print(f"stopped the {leftover.name} an earlier demo left running")
         wanted = [(f"agent of {n.spec.name}", self.agent_port(n)) for n in self.nodes]
-        for what, port in [*wanted, ("worker REST", WORKER_PORT)]:
+        for what, port in [*wanted, ("worker REST", self.worker_port)]:
             if not port_is_free("127.0.0.1", port):
                 raise PortInUseError(
                     f"the demo needs 127.0.0.1:{port} for its {what}, but another process listens there "
@@ -153,13 +158,13 @@ class DemoRun:
                 "worker_id": f"demo-{self.run_id}",
                 "clean_topic_prefix": CLEAN_PREFIX,
                 "clean_partitions": PARTITIONS,
-                "web_port": WORKER_PORT,
+                "web_port": self.worker_port,
                 "expiry_interval_ms": 500,
                 "transaction_timeout_ms": 10_000,
             },
         }
         self.worker = ServiceProcess(
-            "worker", "worker", with_security(worker, self.material), self.home, WORKER_PORT
+            "worker", "worker", with_security(worker, self.material), self.home, self.worker_port
         )
         began = time.monotonic()
         for process in self.processes:
@@ -167,7 +172,7 @@ class DemoRun:
             assert process.process is not None
             (self.home / f"{process.name}.pid").write_text(f"{process.process.pid}\n")
         ports = ", ".join(f"{a.name} (:{a.port})" for a in self.agents)
-        print(f"starting {ports} and the worker (REST :{WORKER_PORT}) ...")
+        print(f"starting {ports} and the worker (REST :{self.worker_port}) ...")
         try:
             for process in self.processes:
                 process.wait_healthy(90)

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 
-from runtime.config import ConfigError, load_config, parse_size
+from runtime.config import (
+    AgentConfig,
+    CassandraConfig,
+    CassandraTlsConfig,
+    CdcConfig,
+    ConfigError,
+    KafkaConfig,
+    KafkaSecurityConfig,
+    PipelineConfig,
+    WorkerConfig,
+    load_config,
+    parse_size,
+)
 
 MINIMAL = "agent:\n  cdc_raw_directory: /var/lib/cassandra/cdc_raw\n  state_directory: /var/lib/cdc-agent\n"
 
@@ -281,3 +294,39 @@ def test_secured_example_is_valid(tmp_path: Path) -> None:
     config = load_config(_write(tmp_path, text), environ=dict.fromkeys(variables, "from-env"))
     assert config.kafka.security.protocol == "SASL_SSL" and config.cassandra.tls.enabled
     assert config.kafka.security.password is not None and config.cassandra.password is not None
+
+
+def test_every_config_key_is_in_the_readmes_reference() -> None:
+    """The README's configuration reference names every key of every section, so a new key cannot be
+    added without saying what it does (`section.key`, or `.key` after a key of the same section)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    reference = readme.split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
+    named: set[str] = set()
+    for line in reference.splitlines():
+        if not line.startswith("| `"):
+            continue
+        keys = re.findall(r"`([a-z_.]+)`", line.split("|")[1])
+        section = ""
+        for key in keys:
+            if key.startswith("."):
+                key = section + key
+            section = key.rsplit(".", 1)[0] if "." in key else ""
+            named.add(key)
+    sections = {
+        "": CdcConfig,
+        "kafka": KafkaConfig,
+        "kafka.security": KafkaSecurityConfig,
+        "cassandra": CassandraConfig,
+        "cassandra.tls": CassandraTlsConfig,
+        "agent": AgentConfig,
+        "worker": WorkerConfig,
+        "pipeline": PipelineConfig,
+    }
+    nested = {"kafka", "cassandra", "agent", "worker", "pipeline", "source", "security", "tls"}
+    missing = [
+        f"{prefix + '.' if prefix else ''}{f.name}"
+        for prefix, cls in sections.items()
+        for f in dataclasses.fields(cls)
+        if f.name not in nested and f"{prefix + '.' if prefix else ''}{f.name}" not in named
+    ]
+    assert not missing, f"config keys the README's reference does not name: {missing}"
