@@ -227,14 +227,13 @@ class ChangeProcessor:
         shown is kept in its state (meta ``columns_dropped:<table id>``, changelogged), so each drop is
         shown once per partition whatever restarts or takeovers come between: the first schema a
         partition sees of a table is only recorded (its events never showed an older one)."""
-        name = f"columns_dropped:{schema.table_id}"
+        name, current = _drops_shown(schema)
         stored = txn.get_meta(name)
-        current = {n: d.dropped_time for n, d in schema.dropped_columns.items()}
         if stored is None:
-            txn.put_meta(name, json.dumps(current, sort_keys=True).encode())
+            txn.put_meta(name, current)
             return None
         shown: dict[str, int] = json.loads(stored)
-        new = [n for n, t in current.items() if shown.get(n) != t]
+        new = [n for n, d in schema.dropped_columns.items() if shown.get(n) != d.dropped_time]
         if not new:
             return None
         return schema.before_drops(new)
@@ -273,8 +272,7 @@ class ChangeProcessor:
                 self._emit(change, before if change.op == "d" else schema, source, now_ms, out, counts)
             emitted += len(changes)
             yield
-        current = {n: d.dropped_time for n, d in schema.dropped_columns.items()}
-        txn.put_meta(f"columns_dropped:{schema.table_id}", json.dumps(current, sort_keys=True).encode())
+        txn.put_meta(*_drops_shown(schema))
         if emitted:
             log.info(
                 "%s.%s: %d rows lived only by dropped column(s) %s and are gone; their deletes emitted",
@@ -382,6 +380,13 @@ class ChangeProcessor:
         for change in changes:
             self._emit(change, schema, source, now_ms, out, tally)
         tally.expired_changes += len(changes)
+
+
+def _drops_shown(schema: TableSchema) -> tuple[str, bytes]:
+    """The meta entry saying a partition's events show ``schema``'s drops: its name, and the dropped
+    columns with their drop times."""
+    current = {n: d.dropped_time for n, d in schema.dropped_columns.items()}
+    return f"columns_dropped:{schema.table_id}", json.dumps(current, sort_keys=True).encode()
 
 
 def _change_write_time(change: RowChange, event_time: int, *, snapshot: bool) -> int:
