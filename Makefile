@@ -5,8 +5,9 @@ BIN := $(VENV)/bin
 
 .PHONY: setup demo test soak lint clean
 
-# Installs everything: dev tools and the Spark pipeline extra (the agent and worker alone need `pip install .`).
-setup: $(VENV)/.installed
+# Installs everything: dev tools and the Spark pipeline extra (the agent and worker alone need `pip install .`),
+# and the agent's native core (native/, Rust; skipped with a warning where no toolchain can be had).
+setup: $(VENV)/.installed $(VENV)/.native
 
 $(VENV)/.installed: pyproject.toml scripts/install-system-deps.sh
 	scripts/install-system-deps.sh
@@ -14,6 +15,10 @@ $(VENV)/.installed: pyproject.toml scripts/install-system-deps.sh
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,pipeline]'
 	$(BIN)/cdc infra fetch
+	touch $@
+
+$(VENV)/.native: $(VENV)/.installed scripts/build-native.sh native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
+	PIP=$(BIN)/pip scripts/build-native.sh
 	touch $@
 
 demo: setup
@@ -32,4 +37,4 @@ lint: setup
 
 clean:
 	-$(BIN)/cdc infra down
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache native/target
