@@ -64,7 +64,9 @@ def paths(segments: list[tuple[Path, bytes]], catalog: SchemaCatalog) -> dict[st
             assert desc is not None
             codec = desc.compression
 
-            def inflate(raw: bytes, length: int, offset: int, codec: object = codec, name: str = path.name) -> bytes:
+            def inflate(
+                raw: bytes, length: int, offset: int, codec: object = codec, name: str = path.name
+            ) -> bytes:
                 return decompress(codec, raw, length, segment=name, offset=offset)  # type: ignore[arg-type]
 
             updates, _, _ = cdc_native.digest_segment(
@@ -107,7 +109,9 @@ def paths(segments: list[tuple[Path, bytes]], catalog: SchemaCatalog) -> dict[st
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--segments", type=Path, required=True, help="segments and schema.cql saved by --keep")
+    parser.add_argument(
+        "--segments", type=Path, required=True, help="segments and schema.cql saved by --keep"
+    )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--out", type=Path, help="write a Markdown report here")
     args = parser.parse_args()
@@ -127,11 +131,17 @@ def main() -> int:
             started = time.perf_counter()
             counts[name] = runs[name]()
             times[name].append(time.perf_counter() - started)
-        print(f"round {round_ + 1}: " + ", ".join(f"{n} {times[n][-1]:.2f} s" for n in names), file=sys.stderr)
+        print(
+            f"round {round_ + 1}: " + ", ".join(f"{n} {times[n][-1]:.2f} s" for n in names), file=sys.stderr
+        )
     load_after = os.getloadavg()
-    command = " ".join([".venv/bin/python bench/native_core.py", *sys.argv[1:]]).replace(str(args.segments), "DIR")
+    command = " ".join([".venv/bin/python bench/native_core.py", *sys.argv[1:]]).replace(
+        str(args.segments), "DIR"
+    )
     if args.out:
-        command = command.replace(str(args.out), args.out.name if args.out.parent == REPO / "bench" else str(args.out))
+        command = command.replace(
+            str(args.out), args.out.name if args.out.parent == REPO / "bench" else str(args.out)
+        )
     lines = [
         "# Native core vs Python decoder (one core, same segments, alternating)",
         "",
