@@ -231,9 +231,11 @@ class AgentProcess(BenchProcess):
         return [sys.executable, str(Path(__file__).resolve()), "--agent-profile", str(self.config_path),
                 str(profile_to)]  # fmt: skip
 
-    def start(self, env: dict[str, str] | None = None, *, profile_to: Path | None = None) -> None:
+    def start(
+        self, env: dict[str, str] | None = None, *, profile_to: Path | None = None, cwd: Path | None = None
+    ) -> None:
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        super().start(env, profile_to=profile_to)
+        super().start(env, profile_to=profile_to, cwd=cwd)
         self.longest_reply_s = 0.0
 
     def wait_healthy(self, timeout_s: float = 120.0, *, poll_s: float = 0.05) -> float:
