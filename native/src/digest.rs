@@ -114,6 +114,18 @@ impl DigestWriter {
 
     /// The 16-byte canonical MD5 of one update.
     pub fn digest(&mut self, buf: &[u8], d: &Decoded, catalog: &Catalog, update: &UpdateRec) -> [u8; 16] {
+        self.build(buf, d, catalog, update);
+        crate::md5::md5(&self.out)
+    }
+
+    /// The canonical bytes of one update, into `dest` (to be digested with others: md5::md5_many).
+    pub fn canonical(&mut self, dest: &mut Vec<u8>, buf: &[u8], d: &Decoded, catalog: &Catalog, update: &UpdateRec) {
+        std::mem::swap(&mut self.out, dest);
+        self.build(buf, d, catalog, update);
+        std::mem::swap(&mut self.out, dest);
+    }
+
+    fn build(&mut self, buf: &[u8], d: &Decoded, catalog: &Catalog, update: &UpdateRec) {
         let table = update.table as usize;
         self.out.clear();
         self.out.extend_from_slice(b"cdc-pu-v1");
@@ -142,6 +154,5 @@ impl DigestWriter {
                 deletion(&mut self.out, Some(start));
             }
         }
-        md5::compute(&self.out).0
     }
 }

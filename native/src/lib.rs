@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
 mod digest;
+mod md5;
 mod mutation_decoder;
 mod raw_event;
 mod segment_reader;
@@ -123,7 +124,8 @@ fn new_scan(
 ) -> PyResult<Scan> {
     let layout = header_end.map(|header_end| SegmentLayout { header_end, segment_id, compressed });
     let source = open_source(path, data)?;
-    Ok(Scan::new(segment, source, start, limit, completed, strict, layout, decompress, corrupt_section_type))
+    let _ = segment; // the Python side names the segment in every error it raises
+    Ok(Scan::new(source, start, limit, completed, strict, layout, decompress, corrupt_section_type))
 }
 
 /// Frame a segment range: (entries as (position, end, bytes), damage, resume position, stop reason,
@@ -337,6 +339,9 @@ fn digest_segment(
     let mut decoder = Decoder::new();
     let mut writer = DigestWriter::default();
     let mut digests: Vec<u8> = Vec::new();
+    let mut canon: Vec<Vec<u8>> = vec![Vec::new(); GROUP];
+    let mut filled = 0usize;
+    let mut group = [[0u8; 16]; GROUP];
     let (mut updates, mut handed_back) = (0i64, 0i64);
     loop {
         let entry = match scan.next_entry(py) {
@@ -351,10 +356,20 @@ fn digest_segment(
             continue;
         }
         for u in &decoder.out.updates {
-            digests.extend_from_slice(&writer.digest(data, &decoder.out, cat, u));
+            writer.canonical(&mut canon[filled], data, &decoder.out, cat, u);
+            filled += 1;
+            if filled == GROUP {
+                let inputs: Vec<&[u8]> = canon.iter().map(|c| c.as_slice()).collect();
+                md5::md5_many(&inputs, &mut group);
+                group.iter().for_each(|d| digests.extend_from_slice(d));
+                filled = 0;
+            }
             updates += 1;
         }
     }
+    let inputs: Vec<&[u8]> = canon[..filled].iter().map(|c| c.as_slice()).collect();
+    md5::md5_many(&inputs, &mut group);
+    group[..filled].iter().for_each(|d| digests.extend_from_slice(d));
     Ok((updates, PyBytes::new_bound(py, &digests), handed_back).into_py(py))
 }
 
@@ -362,6 +377,51 @@ fn digest_segment(
 #[pyfunction]
 fn murmur2(data: &[u8]) -> u32 {
     raw_event::murmur2(data)
+}
+
+/// Digests computed side by side (md5::md5_many).
+const GROUP: usize = 8;
+
+/// One encoded event waiting for its digest.
+#[derive(Default)]
+struct Slot {
+    canonical: Vec<u8>,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    digest_at: usize,
+    end: i64,
+    partition: i64,
+}
+
+/// The batch's output lists.
+struct Lists<'py> {
+    keys: Bound<'py, PyList>,
+    values: Bound<'py, PyList>,
+    ends: Bound<'py, PyList>,
+    partitions: Bound<'py, PyList>,
+}
+
+/// Digest the filled slots together, patch each digest into its value, append them to the lists.
+fn flush(slots: &mut [Slot], filled: usize, with_partitions: bool, lists: &Lists<'_>) -> PyResult<()> {
+    if filled == 0 {
+        return Ok(());
+    }
+    let mut digests = [[0u8; 16]; GROUP];
+    {
+        let inputs: Vec<&[u8]> = slots[..filled].iter().map(|s| s.canonical.as_slice()).collect();
+        md5::md5_many(&inputs, &mut digests);
+    }
+    let py = lists.keys.py();
+    for (slot, digest) in slots[..filled].iter_mut().zip(digests.iter()) {
+        slot.value[slot.digest_at..slot.digest_at + 16].copy_from_slice(digest);
+        lists.keys.append(PyBytes::new_bound(py, &slot.key))?;
+        lists.values.append(PyBytes::new_bound(py, &slot.value))?;
+        lists.ends.append(slot.end)?;
+        if with_partitions {
+            lists.partitions.append(slot.partition)?;
+        }
+    }
+    Ok(())
 }
 
 /// Reads one segment range and returns its raw events in batches (see the module docs).
@@ -376,8 +436,7 @@ struct SegmentBatchReader {
     segment_id: i64,
     cluster: String,
     node: String,
-    key: Vec<u8>,
-    value: Vec<u8>,
+    slots: Vec<Slot>,
 }
 
 #[pymethods]
@@ -416,8 +475,7 @@ impl SegmentBatchReader {
             segment_id,
             cluster,
             node,
-            key: Vec::new(),
-            value: Vec::new(),
+            slots: (0..GROUP).map(|_| Slot::default()).collect(),
         })
     }
 
@@ -440,10 +498,13 @@ impl SegmentBatchReader {
             self.decoder.reset();
         }
         let cat = catalog.inner.clone();
-        let keys = PyList::empty_bound(py);
-        let values = PyList::empty_bound(py);
-        let ends = PyList::empty_bound(py);
-        let partitions = PyList::empty_bound(py);
+        let lists = Lists {
+            keys: PyList::empty_bound(py),
+            values: PyList::empty_bound(py),
+            ends: PyList::empty_bound(py),
+            partitions: PyList::empty_bound(py),
+        };
+        let mut filled = 0usize;
         let mut entries = 0i64;
         let mut updates = 0i64;
         let mut skipped = 0i64;
@@ -483,34 +544,38 @@ impl SegmentBatchReader {
                     skipped += 1;
                     continue;
                 }
-                let digest = self.digest.digest(data, d, &cat, u);
-                self.key.clear();
-                raw_event::encode_key(&mut self.key, data, &cat, u);
-                self.value.clear();
-                raw_event::encode_event(&mut self.value, data, d, &cat, u, &digest, &info);
+                let slot = &mut self.slots[filled];
+                self.digest.canonical(&mut slot.canonical, data, d, &cat, u);
+                slot.key.clear();
+                raw_event::encode_key(&mut slot.key, data, &cat, u);
+                slot.value.clear();
+                slot.digest_at = raw_event::encode_event(&mut slot.value, data, d, &cat, u, &[0u8; 16], &info);
+                slot.end = entry.end;
+                if partition_count > 0 {
+                    slot.partition = (raw_event::murmur2(&slot.key) & 0x7FFF_FFFF) as i64 % partition_count;
+                }
                 let written = raw_event::write_time(d, u);
                 if first_write.is_none() {
                     first_write = Some(written);
                 }
                 last_write = Some(written);
-                if partition_count > 0 {
-                    let hash = (raw_event::murmur2(&self.key) & 0x7FFF_FFFF) as i64;
-                    partitions.append(hash % partition_count)?;
+                filled += 1;
+                if filled == GROUP {
+                    flush(&mut self.slots, filled, partition_count > 0, &lists)?;
+                    filled = 0;
                 }
-                keys.append(PyBytes::new_bound(py, &self.key))?;
-                values.append(PyBytes::new_bound(py, &self.value))?;
-                ends.append(entry.end)?;
                 events += 1;
             }
         }
+        flush(&mut self.slots, filled, partition_count > 0, &lists)?;
         let done = self.scan.stop.is_some() && pending.is_none(py);
         Ok(PyTuple::new_bound(
             py,
             [
-                keys.into_any().unbind(),
-                values.into_any().unbind(),
-                ends.into_any().unbind(),
-                partitions.into_any().unbind(),
+                lists.keys.into_any().unbind(),
+                lists.values.into_any().unbind(),
+                lists.ends.into_any().unbind(),
+                lists.partitions.into_any().unbind(),
                 entries.into_py(py),
                 updates.into_py(py),
                 skipped.into_py(py),

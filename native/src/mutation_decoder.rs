@@ -185,7 +185,10 @@ struct Header {
 pub struct Decoder {
     headers: HashMap<(u32, bool, Vec<u8>), usize>,
     arena: Vec<Header>,
-    last: HashMap<(u32, bool), (Vec<u8>, usize)>,
+    /// per table and header kind (index 2 * table + static): the raw bytes of the last header seen
+    last: Vec<Option<(Vec<u8>, usize)>>,
+    /// the last table id looked up, and its index
+    last_table: Option<([u8; 16], usize)>,
     pub out: Decoded,
 }
 
@@ -265,6 +268,7 @@ impl Decoder {
         self.headers.clear();
         self.arena.clear();
         self.last.clear();
+        self.last_table = None;
     }
 
     /// Decode one entry into `self.out` (cleared first).
@@ -314,7 +318,14 @@ impl Decoder {
         let mut id = [0u8; 16];
         id.copy_from_slice(&buf[pos..pos + 16]);
         pos += 16;
-        let table_index = *catalog.by_id.get(&id).ok_or(Fail::UnknownTable(id))?;
+        let table_index = match self.last_table {
+            Some((last, index)) if last == id => index,
+            _ => {
+                let index = *catalog.by_id.get(&id).ok_or(Fail::UnknownTable(id))?;
+                self.last_table = Some((id, index));
+                index
+            }
+        };
         let table = &catalog.tables[table_index];
         let table_index = table_index as u32;
         if version >= 14 {
@@ -452,7 +463,11 @@ impl Decoder {
     }
 
     fn read_header(&mut self, buf: &[u8], pos: usize, table: &TableDef, table_index: u32, is_static: bool) -> R<(usize, usize)> {
-        if let Some((raw, header)) = self.last.get(&(table_index, is_static)) {
+        let slot = 2 * table_index as usize + is_static as usize;
+        if self.last.len() <= slot {
+            self.last.resize(slot + 1, None);
+        }
+        if let Some((raw, header)) = &self.last[slot] {
             if buf.len() >= pos + raw.len() && &buf[pos..pos + raw.len()] == raw.as_slice() {
                 return Ok((*header, pos + raw.len()));
             }
@@ -485,7 +500,7 @@ impl Decoder {
                 if self.headers.len() >= HEADER_CACHE_LIMIT {
                     self.headers.clear();
                     self.arena.clear();
-                    self.last.clear();
+                    self.last.iter_mut().for_each(|l| *l = None);
                 }
                 let all = Arc::new(columns.clone());
                 self.arena.push(Header { columns, subsets: HashMap::new(), all });
@@ -494,7 +509,7 @@ impl Decoder {
                 index
             }
         };
-        self.last.insert((table_index, is_static), (key.2, header));
+        self.last[slot] = Some((key.2, header));
         Ok((header, p))
     }
 

@@ -115,7 +115,7 @@ fn row(out: &mut Vec<u8>, buf: &[u8], d: &Decoded, catalog: &Catalog, table: usi
     out.push(0);
 }
 
-/// Append the Avro encoding of one raw event to `out`.
+/// Append the Avro encoding of one raw event to `out`; where in `out` its digest went.
 pub fn encode_event(
     out: &mut Vec<u8>,
     buf: &[u8],
@@ -124,7 +124,7 @@ pub fn encode_event(
     update: &UpdateRec,
     digest: &[u8; 16],
     source: &SourceInfo,
-) {
+) -> usize {
     let table = update.table as usize;
     let def = &catalog.tables[table];
     long(out, RAW_FORMAT);
@@ -139,6 +139,7 @@ pub fn encode_event(
     bytes(out, def.table.as_bytes());
     bytes(out, def.id_text.as_bytes());
     bytes(out, bytes_of(buf, update.key));
+    let digest_at = out.len();
     out.extend_from_slice(digest);
     out.push(def.is_counter as u8);
     optional_deletion(out, update.partition_deletion);
@@ -168,6 +169,7 @@ pub fn encode_event(
         }
     }
     out.push(0);
+    digest_at
 }
 
 /// Append the Avro encoding of the raw key (keyspace, table, partition key) to `out`.

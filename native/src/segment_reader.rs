@@ -154,7 +154,6 @@ pub struct SegmentLayout {
 }
 
 pub struct Scan {
-    segment: String,
     source: Source,
     start: i64,
     limit: i64,
@@ -197,7 +196,6 @@ impl Scan {
     /// `corrupt_section_type`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        segment: String,
         source: Source,
         start: i64,
         limit: Option<i64>,
@@ -219,7 +217,6 @@ impl Scan {
             offset = layout.header_end;
         }
         Scan {
-            segment,
             source,
             start,
             limit: limit.unwrap_or(MAX_POSITION + 1),
