@@ -364,9 +364,7 @@ class NodeAgent:
             self.metrics.mutations_skipped.labels("not_captured").inc(batch.skipped)
         if not batch.ends:
             return
-        sent = progress.acks.sent
-        for end in batch.ends:
-            sent(end)
+        progress.acks.sent_many(batch.ends)
         progress.sent += len(batch.ends)
         assert batch.first_write_time is not None and batch.last_write_time is not None
         progress.last_sent = (batch.ends[-1], batch.last_write_time)
@@ -379,9 +377,7 @@ class NodeAgent:
 
     def _on_acks(self, progress: SegmentProgress) -> Callable[[list[int]], None]:
         def acked(ends: list[int]) -> None:
-            ack = progress.acks.acked
-            for end in ends:
-                ack(end)
+            progress.acks.acked_many(ends)
             self.metrics.acknowledged(len(ends))
 
         return acked
