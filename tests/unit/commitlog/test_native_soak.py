@@ -85,6 +85,7 @@ def _read(data: bytes, name: str, catalog: native_core.NativeCatalog, completed:
     return events
 
 
+@pytest.mark.timeout(4 * 3600)
 def test_a_million_mutated_segments(legacy_commitlog_dir: Path) -> None:
     catalog = load_schema_from_cql(SCHEMA)
     native_catalog = native_core.NativeCatalog(catalog, native_core.publish_all)
