@@ -141,11 +141,11 @@ def _inflater(codec: Any, segment: str) -> Callable[[bytes, int, int], bytes] | 
 
 
 def _damage(segment: str, found: tuple[Any, ...]) -> Damage:
-    offset, position, scope, entry_error, message, error = found
-    if error is None:
-        kind = CorruptEntryError if entry_error else CorruptSectionError
-        error = kind(message, segment=segment, offset=offset)
-    return Damage(segment, offset, position, DamageScope(scope), error)
+    offset, position, scope, entry_error, message = found
+    kind = CorruptEntryError if entry_error else CorruptSectionError
+    return Damage(
+        segment, offset, position, DamageScope(scope), kind(message, segment=segment, offset=offset)
+    )
 
 
 def _path_or_bytes(source: Source) -> tuple[str | None, bytes | None]:

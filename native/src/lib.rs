@@ -79,19 +79,7 @@ impl Catalog {
 }
 
 fn damage_tuple(py: Python<'_>, damage: &Damage) -> PyObject {
-    let error = match &damage.py_error {
-        Some(e) => e.clone_ref(py),
-        None => py.None(),
-    };
-    (
-        damage.offset,
-        damage.position,
-        damage.scope.name(),
-        damage.entry_error,
-        damage.message.as_str(),
-        error,
-    )
-        .into_py(py)
+    (damage.offset, damage.position, damage.scope.name(), damage.entry_error, damage.message.as_str()).into_py(py)
 }
 
 fn open_source(path: Option<String>, data: Option<&[u8]>) -> PyResult<Source> {
@@ -607,7 +595,7 @@ impl SegmentBatchReader {
         self.scan.finished()
     }
 
-    /// Damage found so far, as (offset, position, scope, entry error, message, Python error or None).
+    /// Damage found so far, as (offset, position, scope, entry error, message).
     fn damage(&self, py: Python<'_>) -> Vec<PyObject> {
         self.scan.damage.iter().map(|d| damage_tuple(py, d)).collect()
     }

@@ -54,15 +54,15 @@ impl Scope {
     }
 }
 
-/// One corrupt region. `entry_error` tells CorruptEntryError from CorruptSectionError; `py_error` is
-/// the decompressor's own CorruptSectionError when it was one.
+/// One corrupt region. `entry_error` tells CorruptEntryError from CorruptSectionError. A decompressor's
+/// CorruptSectionError is kept as its message only: the exception object's traceback holds the frames
+/// that called the reader, a reference cycle through this struct that Python's collector cannot see.
 pub struct Damage {
     pub offset: i64,
     pub position: i64,
     pub scope: Scope,
     pub entry_error: bool,
     pub message: String,
-    pub py_error: Option<PyObject>,
 }
 
 pub enum ScanError {
@@ -275,7 +275,6 @@ impl Scan {
             scope: Scope::SegmentRest,
             entry_error: false,
             message: format!("{}; the rest of the segment cannot be located", reason),
-            py_error: None,
         };
         self.report(damage)?;
         Ok(StopReason::Damaged)
@@ -304,7 +303,6 @@ impl Scan {
             scope,
             entry_error: true,
             message: format!("{}; {}", reason, detail),
-            py_error: None,
         };
         self.report(damage)?;
         if !skip_entry {
@@ -481,7 +479,6 @@ impl Scan {
                     scope: Scope::Section,
                     entry_error: false,
                     message,
-                    py_error: Some(value.clone().unbind().into_any()),
                 };
                 self.report(damage)?;
                 self.advance(section.end);

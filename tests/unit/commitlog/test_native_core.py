@@ -123,7 +123,7 @@ def test_damaged_segments_frame_identically(legacy_commitlog_dir: Path, folder: 
     path = segments(legacy_commitlog_dir / folder)[0]
     target = _target(path.name, path.read_bytes())
     rng = random.Random(f"{SEED}-damage-{folder}")
-    for _ in range(60):
+    for _ in range(20 if folder.startswith("2.2") else 60):  # the 2.2 segments are large: slow in Python
         damaged = _damage(rng, target)
         completed = rng.random() < 0.7
         strict = rng.random() < 0.1
@@ -355,3 +355,25 @@ def test_written_and_damaged_segments_publish_identically(codec: Codec | None) -
         # a header the Python reader refuses: both refuse it (the descriptor is read in Python)
         with contextlib.suppress(CommitLogError):
             assert_same_batches(damaged, built.name, catalog, rng.choice([1, 10, 1000]), completed=completed)
+
+
+def test_a_decoder_that_met_damaged_compressed_sections_is_freed() -> None:
+    """The native reader keeps no decompressor exception: its traceback's frames reach the reader, a cycle
+    Python's collector cannot see through native code (the soak found it: 6 GB over a million segments)."""
+    import gc
+    import weakref
+
+    built = build_segment(555, [bodies(10, seed=i) for i in range(4)], codec=Codec.LZ4)
+    sections = assert_same_read(built.data, completed=True, name=built.name)
+    damaged = bytearray(built.data)
+    damaged[len(damaged) // 2 :] = bytes(len(damaged) - len(damaged) // 2)  # sections that do not decompress
+    catalog = load_schema_from_cql(SCHEMA)
+    decoder = native_core.NativeSegmentDecoder(bytes(damaged), catalog, native_core.NativeCatalog(catalog, native_core.publish_all),
+                                               cluster=CLUSTER, node=NODE, completed=True, name=built.name)  # fmt: skip
+    for _ in decoder.batches():
+        pass
+    assert decoder.damage and sections[0]
+    freed = weakref.ref(decoder)
+    del decoder
+    gc.collect()
+    assert freed() is None, "the decoder is kept alive by a reference cycle"
