@@ -42,9 +42,29 @@ class AckTracker:
             self._by_end[end] = entry
         entry.pending += 1
 
+    def sent_many(self, ends: list[int]) -> None:
+        """`sent` for each of `ends`, in log order (a batch of events)."""
+        entries, by_end = self._entries, self._by_end
+        for end in ends:
+            entry = by_end.get(end)
+            if entry is None:
+                if entries and not entries[-1].sealed:
+                    entries[-1].sealed = True
+                entry = _Entry(end)
+                entries.append(entry)
+                by_end[end] = entry
+            entry.pending += 1
+
     def acked(self, end: int) -> None:
         entry = self._by_end[end]
         entry.pending -= 1
+        self._advance()
+
+    def acked_many(self, ends: list[int]) -> None:
+        """`acked` for each of `ends` (the events of one acknowledged Kafka batch)."""
+        by_end = self._by_end
+        for end in ends:
+            by_end[end].pending -= 1
         self._advance()
 
     def read_until(self, position: int) -> None:

@@ -85,6 +85,11 @@ class AgentMetrics:
         self.segments_pending = Gauge(
             "cdc_agent_segments_pending", "segments in cdc_raw not yet released", registry=r
         )
+        self.native_core = Gauge(
+            "cdc_agent_native_core",
+            "1 when the native (Rust) core decodes and encodes events, 0 on the Python core",
+            registry=r,
+        )
         self._acked_total = 0
         self._acks: deque[tuple[float, int]] = deque()
         self._pressure_level = 0.0

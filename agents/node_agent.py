@@ -35,6 +35,14 @@ from agents.ack_tracker import AckTracker
 from agents.cdc_raw import CdcSegment, list_cdc_segments, list_orphan_indexes
 from agents.commitlog.errors import CommitLogError, MutationDecodeError
 from agents.commitlog.log_reader import SegmentDecoder, StopBeforeEntry
+from agents.commitlog.native_core import (
+    EventBatch,
+    NativeCatalog,
+    NativeCoreError,
+    NativeSegmentDecoder,
+    TableMode,
+    choose_core,
+)
 from agents.errors import ACCESS_REFUSALS_BEFORE_EXIT, AccessError
 from agents.gap_detector import GapDetector
 from agents.health_server import HealthServer
@@ -48,6 +56,8 @@ from agents.segment_ledger import EventMark, SegmentLedger
 from agents.stop_signal import wait_or_stop
 from cassandra_model.digest import update_digest
 from cassandra_model.errors import ModelError
+from cassandra_model.partition_update import PartitionUpdate
+from cassandra_model.table_schema import TableSchema
 from runtime.config import AgentConfig, CdcConfig, ConfigError
 from schemas.raw_event import encode_raw_event, encode_raw_key, raw_event_record, raw_event_write_time
 
@@ -72,8 +82,9 @@ class SegmentProgress:
     index_error_logged: bool = False
     seen_problems: set[tuple[int | None, str]] = field(default_factory=set)
     first_event: EventMark | None = None
-    last_sent: tuple[int, dict[str, Any]] | None = None
-    """Entry end and record of the last event sent; its write time is worked out only when needed."""
+    last_sent: tuple[int, dict[str, Any] | int] | None = None
+    """Entry end and record of the last event sent (its write time is worked out only when needed), or
+    its write time when the native core worked it out."""
     last_event: EventMark | None = None
 
     def last_event_mark(self) -> EventMark | None:
@@ -82,7 +93,8 @@ class SegmentProgress:
             self.last_event is None or self.last_event.position != self.last_sent[0]
         ):
             position, record = self.last_sent
-            self.last_event = EventMark(self.segment_id, position, raw_event_write_time(record))
+            written = record if isinstance(record, int) else raw_event_write_time(record)
+            self.last_event = EventMark(self.segment_id, position, written)
         return self.last_event
 
 
@@ -98,6 +110,14 @@ class NodeAgent:
         self.schema = SchemaSource(config.cassandra, cluster_name=config.cluster, metrics=self.metrics)
         self.publisher = RawPublisher(
             config.kafka, max_in_flight_bytes=self.settings.max_in_flight_bytes, metrics=self.metrics
+        )
+        try:
+            self.core = choose_core(self.settings.core)
+        except NativeCoreError as exc:
+            raise ConfigError(f"config {config.source}: {exc}") from exc
+        self.metrics.native_core.set(1 if self.core == "native" else 0)
+        self.native_catalog = (
+            NativeCatalog(self.schema.catalog, self._table_mode) if self.core == "native" else None
         )
         self.offsets = OffsetStore(self.settings.state_directory / "offsets.json")
         self.ledger = SegmentLedger.load(
@@ -133,8 +153,11 @@ class NodeAgent:
             gaps=self.gap_records, acknowledge_gaps=self.acknowledge_gaps,
         )  # fmt: skip
         self.metrics_port = await server.start()
-        log.info("agent for node %s: cdc_raw %s, metrics on http://%s:%d/metrics", self.settings.node,
-                 self.settings.cdc_raw_directory, self.settings.metrics_bind, self.metrics_port)  # fmt: skip
+        log.info("agent for node %s: cdc_raw %s, metrics on http://%s:%d/metrics, %s", self.settings.node,
+                 self.settings.cdc_raw_directory, self.settings.metrics_bind, self.metrics_port,
+                 "native core" if self.core == "native" else "Python core (slower: the native core is "
+                 + ("not installed" if self.settings.core == "auto" else "turned off by agent.core")
+                 + ")")  # fmt: skip
         try:
             if not await self._load_schema() or not await self.publisher.start(self.stopping):
                 return
@@ -233,18 +256,28 @@ class NodeAgent:
             self.progress[sid] = progress
         return progress
 
+    def _table_mode(self, table: TableSchema) -> TableMode:
+        return TableMode.PUBLISH if self.schema.captured(table) else TableMode.SKIP
+
+    def _decoder(self, segment: CdcSegment, progress: SegmentProgress) -> SegmentDecoder:
+        index = segment.index
+        assert index is not None
+        options: dict[str, Any] = {
+            "start": progress.read_position,
+            "limit": index.read_limit,
+            "completed": index.completed,
+            "on_schema_miss": self._schema_miss,
+        }
+        if self.native_catalog is None:
+            return SegmentDecoder(segment.path, self.schema.catalog, **options)
+        return NativeSegmentDecoder(segment.path, self.schema.catalog, self.native_catalog,
+                                    cluster=self.config.cluster, node=self.settings.node, **options)  # fmt: skip
+
     async def _read(self, segment: CdcSegment, progress: SegmentProgress) -> None:
         index = segment.index
         assert index is not None
         try:
-            decoder = SegmentDecoder(
-                segment.path,
-                self.schema.catalog,
-                start=progress.read_position,
-                limit=index.read_limit,
-                completed=index.completed,
-                on_schema_miss=self._schema_miss,
-            )
+            decoder = self._decoder(segment, progress)
         except FileNotFoundError:
             return
         except (CommitLogError, ModelError) as exc:
@@ -255,45 +288,25 @@ class NodeAgent:
             if index.completed:
                 progress.reading_done = True
             return
-        cfg = self.config
-        topic = cfg.kafka.raw_topic
+        topic = self.config.kafka.raw_topic
+        partitions = await self.publisher.partitions_for(topic) if self.native_catalog is not None else None
         descriptor = decoder.descriptor
+        descriptor_version = descriptor.version if descriptor else 0
         with decoder:
             schema_entry = -1
-            for update in decoder:
-                if update.keyspace == "system_schema":
-                    # The DDL is applied on the node before it is logged: reload now, so the entries after
-                    # it (ALTER ... WITH cdc = true, ADD column, new table) decode with the new definition.
-                    if update.position != schema_entry:
-                        schema_entry = update.position or 0
-                        await self._refresh_schema()
+            for item in decoder.batches(partitions=partitions):
+                if isinstance(item, EventBatch):
+                    await self._publish_batch(item, progress, topic)
                     continue
-                if not self.schema.captured(update.schema):
-                    self.metrics.mutations_skipped.labels("not_captured").inc()
-                    continue
-                record = raw_event_record(
-                    update,
-                    cluster=cfg.cluster,
-                    node=self.settings.node,
-                    segment_id=progress.segment_id,
-                    descriptor_version=descriptor.version if descriptor else 0,
-                    digest=update_digest(update),
-                    published_at_ms=int(time.time() * 1000),
-                )
-                end = update.position or 0
-                progress.acks.sent(end)
-                progress.sent += 1
-                progress.last_sent = (end, record)
-                if progress.first_event is None:
-                    progress.first_event = EventMark(progress.segment_id, end, raw_event_write_time(record))
-                if progress.sent % YIELD_EVERY == 0:
-                    await asyncio.sleep(0)  # decoding a backlog must not starve /health and /metrics
-                await self.publisher.send(
-                    topic,
-                    encode_raw_key(update.keyspace, update.table, update.partition_key),
-                    encode_raw_event(record),
-                    self._on_ack(progress, end),
-                )
+                for update in item:
+                    if update.keyspace == "system_schema":
+                        # The DDL is applied on the node before it is logged: reload now, so the entries after
+                        # it (ALTER ... WITH cdc = true, ADD column, new table) decode with the new definition.
+                        if update.position != schema_entry:
+                            schema_entry = update.position or 0
+                            await self._refresh_schema()
+                        continue
+                    await self._publish_update(update, progress, topic, descriptor_version)
         progress.read_position = max(progress.read_position, decoder.resume_position)
         progress.acks.read_until(progress.read_position)
         stats = decoder.stats
@@ -313,6 +326,61 @@ class NodeAgent:
         self._quarantine(segment, progress, problems)
         if decoder.finished:
             progress.reading_done = True
+
+    async def _publish_update(
+        self, update: PartitionUpdate, progress: SegmentProgress, topic: str, descriptor_version: int
+    ) -> None:
+        """One update decoded by the Python decoder: its raw event, built and sent on its own."""
+        if not self.schema.captured(update.schema):
+            self.metrics.mutations_skipped.labels("not_captured").inc()
+            return
+        record = raw_event_record(
+            update,
+            cluster=self.config.cluster,
+            node=self.settings.node,
+            segment_id=progress.segment_id,
+            descriptor_version=descriptor_version,
+            digest=update_digest(update),
+            published_at_ms=int(time.time() * 1000),
+        )
+        end = update.position or 0
+        progress.acks.sent(end)
+        progress.sent += 1
+        progress.last_sent = (end, record)
+        if progress.first_event is None:
+            progress.first_event = EventMark(progress.segment_id, end, raw_event_write_time(record))
+        if progress.sent % YIELD_EVERY == 0:
+            await asyncio.sleep(0)  # decoding a backlog must not starve /health and /metrics
+        await self.publisher.send(
+            topic,
+            encode_raw_key(update.keyspace, update.table, update.partition_key),
+            encode_raw_event(record),
+            self._on_ack(progress, end),
+        )
+
+    async def _publish_batch(self, batch: EventBatch, progress: SegmentProgress, topic: str) -> None:
+        """Raw events the native core built: sent as whole Kafka batches, acknowledged entry by entry."""
+        if batch.skipped:
+            self.metrics.mutations_skipped.labels("not_captured").inc(batch.skipped)
+        if not batch.ends:
+            return
+        progress.acks.sent_many(batch.ends)
+        progress.sent += len(batch.ends)
+        assert batch.first_write_time is not None and batch.last_write_time is not None
+        progress.last_sent = (batch.ends[-1], batch.last_write_time)
+        if progress.first_event is None:
+            progress.first_event = EventMark(progress.segment_id, batch.ends[0], batch.first_write_time)
+        await self.publisher.send_batch(
+            topic, batch.keys, batch.values, batch.partitions, batch.ends, self._on_acks(progress)
+        )
+        await asyncio.sleep(0)  # decoding a backlog must not starve /health and /metrics
+
+    def _on_acks(self, progress: SegmentProgress) -> Callable[[list[int]], None]:
+        def acked(ends: list[int]) -> None:
+            progress.acks.acked_many(ends)
+            self.metrics.acknowledged(len(ends))
+
+        return acked
 
     def _on_ack(self, progress: SegmentProgress, end: int) -> Callable[[], None]:
         def acked() -> None:
@@ -494,6 +562,7 @@ class NodeAgent:
             "segments_pending": len(self.progress),
             "last_cycle_age_s": round(age, 3),
             "in_flight_bytes": self.publisher.in_flight_bytes,
+            "core": self.core,
         }
 
 

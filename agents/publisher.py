@@ -26,6 +26,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import (
@@ -54,6 +55,32 @@ FAILURE_LOG_INTERVAL_S = 5.0
 #: errors that mean the producer's idempotence state no longer matches the broker's: resending with the
 #: same producer fails the same way forever
 PRODUCER_STATE_ERRORS = (OutOfOrderSequenceNumber, InvalidProducerEpoch, ProducerFenced, UnknownProducerId)
+
+
+@dataclass(slots=True)
+class _Part:
+    """Records of one send_batch for one partition, sent (and resent) together."""
+
+    topic: str
+    partition: int
+    keys: list[bytes]
+    values: list[bytes]
+    tags: list[int]
+    on_ack: Callable[[list[int]], None]
+    size: int = 0
+
+    def __post_init__(self) -> None:
+        self.size = sum(map(len, self.keys)) + sum(map(len, self.values))
+
+    def piece(self, start: int, end: int) -> _Part:
+        if start == 0 and end == len(self.keys):
+            return self
+        return _Part(self.topic, self.partition, self.keys[start:end], self.values[start:end],
+                     self.tags[start:end], self.on_ack)  # fmt: skip
+
+    def acked_one(self, index: int) -> Callable[[], None]:
+        tag, on_ack = self.tags[index], self.on_ack
+        return lambda: on_ack([tag])
 
 
 class RawPublisher:
@@ -217,6 +244,96 @@ class RawPublisher:
         self.metrics.in_flight_bytes.set(self._in_flight_bytes)
         await self._send_once(topic, key, value, size, on_ack, attempt=0)
 
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids in the order the producer's default partitioner indexes them."""
+        producer = self._producer
+        assert producer is not None, "start() first"
+        return list(await producer.partitions_for(topic))
+
+    async def send_batch(
+        self,
+        topic: str,
+        keys: list[bytes],
+        values: list[bytes],
+        partitions: list[int],
+        tags: list[int],
+        on_ack: Callable[[list[int]], None],
+    ) -> None:
+        """Hand records to the producer as whole Kafka batches, one per partition (the agent's path for
+        the native core's batches): `partitions` are the ones the default partitioner picks for the keys,
+        `on_ack` gets the `tags` of each part once Kafka acknowledged it. Delivery is as for `send`: each
+        part is resent until acknowledged, and bytes in flight stay bounded."""
+        by_partition: dict[int, list[int]] = {}
+        for index, partition in enumerate(partitions):
+            by_partition.setdefault(partition, []).append(index)
+        for partition, indexes in by_partition.items():
+            part = _Part(topic, partition, [keys[i] for i in indexes], [values[i] for i in indexes],
+                         [tags[i] for i in indexes], on_ack)  # fmt: skip
+            while self._in_flight_bytes and self._in_flight_bytes + part.size > self.max_in_flight_bytes:
+                self._room.clear()
+                await self._room.wait()
+            self._in_flight_bytes += part.size
+            if not self._in_flight:
+                self._progress_at = time.monotonic()
+            self._in_flight += len(part.tags)
+            self.metrics.in_flight_bytes.set(self._in_flight_bytes)
+            await self._send_part(part, attempt=0)
+
+    async def _send_part(self, part: _Part, attempt: int) -> None:
+        producer = self._producer
+        assert producer is not None, "start() first"
+        start = 0
+        while start < len(part.keys):
+            builder = producer.create_batch()
+            end = start
+            while end < len(part.keys) and builder.append(
+                timestamp=None, key=part.keys[end], value=part.values[end]
+            ):
+                end += 1
+            if end == start:  # one record larger than a batch: the producer sends it alone
+                key, value = part.keys[start], part.values[start]
+                await self._send_once(part.topic, key, value, len(key) + len(value), part.acked_one(start),
+                                      attempt)  # fmt: skip
+                end = start + 1
+            else:
+                piece = part.piece(start, end)
+                try:
+                    future = await producer.send_batch(builder, part.topic, partition=part.partition)
+                except KafkaError as exc:
+                    self._schedule_part_resend(piece, attempt, exc, producer)
+                else:
+                    future.add_done_callback(lambda f, p=piece: self._part_delivered(f, p, attempt, producer))
+            start = end
+
+    def _part_delivered(
+        self, future: asyncio.Future[object], part: _Part, attempt: int, producer: AIOKafkaProducer
+    ) -> None:
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            self._schedule_part_resend(part, attempt, exc, producer)
+            return
+        self.connected = True
+        self._progress_at = time.monotonic()
+        part.on_ack(part.tags)
+        self._release_many(part.size, len(part.tags))
+
+    def _schedule_part_resend(
+        self, part: _Part, attempt: int, exc: BaseException, producer: AIOKafkaProducer
+    ) -> None:
+        delay = self._failed(part.topic, len(part.tags), exc, producer, attempt)
+
+        async def resend() -> None:
+            await asyncio.sleep(delay)
+            if self._stale is not None:
+                await self._replace_stale_producer()
+            await self._send_part(part, attempt + 1)
+
+        task = asyncio.get_running_loop().create_task(resend())
+        self._resends.add(task)
+        task.add_done_callback(self._resends.discard)
+
     async def _send_once(
         self, topic: str, key: bytes, value: bytes, size: int, on_ack: Callable[[], None], attempt: int
     ) -> None:
@@ -264,19 +381,7 @@ class RawPublisher:
         exc: BaseException,
         producer: AIOKafkaProducer,
     ) -> None:
-        self.connected = False
-        self.metrics.send_errors.inc()
-        if isinstance(exc, PRODUCER_STATE_ERRORS) and producer is self._producer:
-            self._stale = producer
-        delay = min(0.1 * 2**attempt, MAX_BACKOFF_S)
-        self._failures_unlogged += 1
-        now = time.monotonic()
-        if now - self._failure_logged_at >= FAILURE_LOG_INTERVAL_S:
-            log.warning("%d sends failed in the last %.0f s (latest to %s: %s: %s); resending with backoff",
-                        self._failures_unlogged, now - self._failure_logged_at, topic, type(exc).__name__,
-                        self._safe(exc))  # fmt: skip
-            self._failure_logged_at = now
-            self._failures_unlogged = 0
+        delay = self._failed(topic, 1, exc, producer, attempt)
 
         async def resend() -> None:
             await asyncio.sleep(delay)
@@ -288,9 +393,30 @@ class RawPublisher:
         self._resends.add(task)
         task.add_done_callback(self._resends.discard)
 
+    def _failed(
+        self, topic: str, records: int, exc: BaseException, producer: AIOKafkaProducer, attempt: int
+    ) -> float:
+        """Count and (at most every FAILURE_LOG_INTERVAL_S) log failed sends; the backoff before resending."""
+        self.connected = False
+        self.metrics.send_errors.inc(records)
+        if isinstance(exc, PRODUCER_STATE_ERRORS) and producer is self._producer:
+            self._stale = producer
+        self._failures_unlogged += records
+        now = time.monotonic()
+        if now - self._failure_logged_at >= FAILURE_LOG_INTERVAL_S:
+            log.warning("%d sends failed in the last %.0f s (latest to %s: %s: %s); resending with backoff",
+                        self._failures_unlogged, now - self._failure_logged_at, topic, type(exc).__name__,
+                        self._safe(exc))  # fmt: skip
+            self._failure_logged_at = now
+            self._failures_unlogged = 0
+        return min(0.1 * 2**attempt, MAX_BACKOFF_S)
+
     def _release(self, size: int) -> None:
+        self._release_many(size, 1)
+
+    def _release_many(self, size: int, records: int) -> None:
         self._in_flight_bytes -= size
-        self._in_flight -= 1
+        self._in_flight -= records
         self.metrics.in_flight_bytes.set(self._in_flight_bytes)
         self._room.set()
 

@@ -57,7 +57,6 @@ from runtime.service_process import START_MARKER, ServiceProcess, free_port  # n
 ADDRESS = "127.0.2.1"
 JMX_PORT = 7601
 KAFKA_PORT = 19092
-KAFKA_CONTROLLER_PORT = 19093
 RSS_TARGET_MB = 150.0
 LATENCY_MARGIN_MS = 200.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -232,9 +231,11 @@ class AgentProcess(BenchProcess):
         return [sys.executable, str(Path(__file__).resolve()), "--agent-profile", str(self.config_path),
                 str(profile_to)]  # fmt: skip
 
-    def start(self, env: dict[str, str] | None = None, *, profile_to: Path | None = None) -> None:
+    def start(
+        self, env: dict[str, str] | None = None, *, profile_to: Path | None = None, cwd: Path | None = None
+    ) -> None:
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        super().start(env, profile_to=profile_to)
+        super().start(env, profile_to=profile_to, cwd=cwd)
         self.longest_reply_s = 0.0
 
     def wait_healthy(self, timeout_s: float = 120.0, *, poll_s: float = 0.05) -> float:
@@ -407,6 +408,7 @@ class Results:
     env: dict[str, Any] = field(default_factory=dict)
     agent_log: list[str] = field(default_factory=list)
     records: dict[str, int] = field(default_factory=dict)
+    compare: dict[str, Any] = field(default_factory=dict)
 
 
 class Bench:
@@ -419,11 +421,11 @@ class Bench:
         self.args = args
         self.home = home
         self.settings = InfraSettings.from_env(
-            home=home / "services", kafka_port=KAFKA_PORT, kafka_controller_port=KAFKA_CONTROLLER_PORT
+            home=home / "services", kafka_port=args.kafka_port, kafka_controller_port=args.kafka_port + 1
         )
         self.broker = KafkaBroker(broker_spec(self.settings), self.settings)
         self.node = CassandraNode(
-            standalone_spec(self.settings, "bench", address=ADDRESS, jmx_port=JMX_PORT), self.settings
+            standalone_spec(self.settings, "bench", address=ADDRESS, jmx_port=args.jmx_port), self.settings
         )
         self.kafka_config = KafkaConfig(bootstrap_servers=self.broker.spec.bootstrap)
         self.sampler = RssSampler()
@@ -435,6 +437,7 @@ class Bench:
         self.session: Any = None
         self.insert: Any = None
         self.consumer: RawConsumer | None = None
+        self.compared_latency: dict[str, Any] = {}
 
     def _config(self, metrics_port: int, keyspaces: list[str] | None) -> dict[str, Any]:
         spec = self.node.spec
@@ -546,9 +549,10 @@ class Bench:
             "hwm": hwm_mb,
         }
 
-    def cpu_window(self) -> CpuWindow:
+    def cpu_window(self, agent: AgentProcess | None = None) -> CpuWindow:
+        watched = agent or self.agent
         return CpuWindow({
-            "agent": lambda: self.agent.pid,
+            "agent": lambda: watched.pid,
             "Cassandra": self.node.process.pid,
             "Kafka": self.broker.process.pid,
             "benchmark (writer, consumer)": os.getpid,
@@ -556,12 +560,22 @@ class Bench:
 
     # -- runs ----------------------------------------------------------------------------------------
 
-    def run_latency(self) -> None:
-        """Rows one at a time at --rate; each row's event stamped on arrival by a consumer thread."""
+    def run_latency(
+        self, agent: AgentProcess | None = None, topic: str | None = None, cwd: Path | None = None
+    ) -> None:
+        """Rows one at a time at --rate; each row's event stamped on arrival by a consumer thread. Another
+        agent (`--compare`: of another tree, run from `cwd`, publishing to `topic`) leaves its result in
+        `self.compared_latency` instead of the report's latency section."""
         args = self.args
+        main = agent is None
+        agent = agent or self.agent
         say(f"latency: {args.rate} rows/s for {args.seconds} s (+{args.warmup} s warm-up)")
-        self.start_agent("latency")
-        self.consumer = RawConsumer(self.kafka_config.bootstrap_servers, self.kafka_config.raw_topic)
+        if main:
+            self.start_agent("latency")
+        else:
+            agent.start(cwd=cwd)
+            agent.wait_healthy()
+        self.consumer = RawConsumer(self.kafka_config.bootstrap_servers, topic or self.kafka_config.raw_topic)
         self.consumer.start()
         self.consumer.ready.wait(60)
         if self.consumer.error is not None:
@@ -569,13 +583,13 @@ class Bench:
         acks: dict[bytes, float] = {}
         warmup = int(args.rate * args.warmup)
         total = warmup + int(args.rate * args.seconds)
-        cpu = self.cpu_window()
+        cpu = self.cpu_window(agent)
         before: dict[str, float] = {}
         start = time.monotonic()
         for i in range(total):
             if i == warmup:
                 cpu.start()
-                before = self.agent.metrics()
+                before = agent.metrics()
             delay = start + i / args.rate - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
@@ -592,7 +606,7 @@ class Bench:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and any(k not in self.consumer.arrivals for k in acks):
             time.sleep(0.2)
-        after = self.agent.metrics()
+        after = agent.metrics()
         arrivals = self.consumer.arrivals
         received = [k for k in acks if k in arrivals]
         self.consumer.halt()
@@ -615,6 +629,10 @@ class Bench:
             - before.get("cdc_agent_schema_reloads_total", 0),
             "unknown": after.get(skipped, 0) - before.get(skipped, 0),
         }
+        if not main:
+            self.compared_latency = result
+            agent.stop()
+            return
         self.results.latency = result
         ms = result["total"]
         say(f"latency: p50 {percentile(ms, 50):.0f} ms, p99 {percentile(ms, 99):.0f} ms, max "
@@ -671,6 +689,98 @@ class Bench:
             f"{cpu_percent['agent']:.0f}% since its start; slowest /metrics reply "
             f"{result['longest_reply_s']:.2f} s")  # fmt: skip
         return result
+
+    # -- --compare: another tree's agent beside this one -------------------------------------------------
+
+    def compare_agent(
+        self, tree: Path | None, run: str, cdc_raw: Path, state: Path
+    ) -> tuple[AgentProcess, str]:
+        """An agent of this tree (None) or another on `cdc_raw`, starting from a copy of the agent state
+        `state` (offsets and ledger: it goes on where the last agent stopped), publishing to a topic of its own."""
+        home = self.home / "compare" / run
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        shutil.copytree(state, home / "agent-state")
+        port = free_port()
+        config = self._config(port, self.args.keyspaces)
+        topic = f"bench.compare.{run}.raw"
+        config["kafka"] = {
+            **config["kafka"],
+            "raw_topic": topic,
+            "schema_topic": f"bench.compare.{run}.schemas",
+        }
+        config["agent"] = {**config["agent"], "cdc_raw_directory": str(cdc_raw),
+                           "state_directory": str(home / "agent-state")}  # fmt: skip
+        return AgentProcess(config, home, port), topic
+
+    def compare(self) -> None:
+        """This tree's agent and the --compare tree's, alternating: latency runs on the live node, then
+        backlog runs on byte-identical copies of one cdc_raw snapshot, each from the same offsets."""
+        args = self.args
+        other = args.compare.resolve()
+        state = self.home / "agent-state"
+        latency: dict[str, list[dict[str, Any]]] = {"this": [], "other": []}
+        for pair in range(args.compare_pairs):
+            order = (
+                [("other", other), ("this", None)] if pair % 2 == 0 else [("this", None), ("other", other)]
+            )
+            for label, tree in order:
+                agent, topic = self.compare_agent(
+                    tree, f"latency-{label}-{pair}", self.node.spec.cdc_raw, state
+                )
+                say(f"compare: latency run of {label} tree ({tree or REPO})")
+                self.run_latency(agent, topic, cwd=tree)
+                latency[label].append(self.compared_latency)
+                state = agent.config_path.parent / "agent-state"
+        before = self.durable()
+        rows = args.compare_backlog
+        say(f"compare: writing {rows:,} rows with no agent running")
+        devices = [uuid.uuid4() for _ in range(1000)]
+        written = 0
+        for chunk in range(0, rows, 10_000):
+            written += self.write_concurrently(
+                [row(i, devices[i % 1000]) for i in range(chunk, min(rows, chunk + 10_000))]
+            )
+        self.rows_written += rows
+        after = self.wait_durable()
+        data = sum(offset - before.get(sid, 0) for sid, offset in after.items())
+        pristine = self.home / "compare" / "pristine"
+        shutil.copytree(self.node.spec.cdc_raw, pristine)
+        backlog: dict[str, list[dict[str, Any]]] = {"this": [], "other": []}
+        for pair in range(args.compare_pairs):
+            order = (
+                [("this", None), ("other", other)] if pair % 2 == 0 else [("other", other), ("this", None)]
+            )
+            for label, tree in order:
+                run = f"backlog-{label}-{pair}"
+                copy = self.home / "compare" / f"{run}-cdc_raw"
+                shutil.copytree(pristine, copy)
+                agent, _ = self.compare_agent(tree, run, copy, state)
+                self.wait_quiet()
+                agent.start(cwd=tree)
+                agent.wait_healthy()
+                done = agent.wait_published(written, timeout_s=max(300.0, written / 200))
+                cpu_s = cpu_seconds(agent.pid)
+                wall = done - agent.started_at
+                agent.wait_caught_up()
+                agent.stop()
+                result = {"events": written, "wall_s": wall, "cpu_s": cpu_s, "us_per_event": 1e6 * cpu_s / written,
+                          "events_per_s": written / wall, "hwm_mb": agent.hwm_kb / 1000, "load": os.getloadavg()[0]}  # fmt: skip
+                backlog[label].append(result)
+                say(f"compare: backlog run of {label} tree: {written:,} events, {wall:.1f} s, CPU {cpu_s:.1f} s "
+                    f"({result['us_per_event']:.0f} us/event), VmHWM {result['hwm_mb']:.0f} MB")  # fmt: skip
+                shutil.rmtree(copy, ignore_errors=True)
+        self.results.compare = {"tree": str(other), "latency": latency, "backlog": backlog, "bytes": data,
+                                "rows": written}  # fmt: skip
+
+    def wait_quiet(self, limit_s: float = 60.0) -> None:
+        """Until the machine was under 50 % busy over 2 s (other jobs share it), at most `limit_s`."""
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            busy0, t0 = system_busy_seconds(), time.monotonic()
+            time.sleep(2)
+            if (system_busy_seconds() - busy0) / (time.monotonic() - t0) / (os.cpu_count() or 1) < 0.5:
+                return
 
     def run_steady(self) -> None:
         """The agent running (after the backlog) while rows are written as fast as the node accepts."""
@@ -736,6 +846,8 @@ class Bench:
         self.run_steady()
         self.rss_summary("backlog", 0.0)
         self.rss_summary("steady", self.stop_agent())
+        if self.args.compare is not None:
+            self.compare()
         if self.args.profile:
             self.run_profile()
         bootstrap, topic = self.kafka_config.bootstrap_servers, self.kafka_config.raw_topic
@@ -896,6 +1008,8 @@ def report(results: Results, args: argparse.Namespace, settings: InfraSettings, 
         lines += [f"({more} more)", ""] if more else [""]
     else:
         lines += ["The agent logged no warnings or errors.", ""]
+    if results.compare:
+        lines += compare_report(results.compare, args)
     if results.profile:
         prof = results.profile
         lines += [
@@ -918,6 +1032,60 @@ def report(results: Results, args: argparse.Namespace, settings: InfraSettings, 
             "",
         ]
     return "\n".join(lines)
+
+
+def compare_report(compare: dict[str, Any], args: argparse.Namespace) -> list[str]:
+    """The --compare section: both trees' latency and backlog runs, and the ratios of their medians."""
+    other = Path(compare["tree"]).name
+    names = {"this": "this tree", "other": f"`{other}`"}
+
+    def med(label: str, kind: str, key: str) -> float:
+        return statistics.median(r[key] for r in compare[kind][label])
+
+    lines = [
+        f"## This tree's agent beside `{other}`'s (--compare), alternating",
+        "",
+        f"Each tree's agent ran {args.compare_pairs} latency runs (as above, {args.rate} rows/s for {args.seconds} s, "
+        "each agent starting from the offsets the previous one saved) and then "
+        f"{args.compare_pairs} backlog runs, each on its own byte-identical copy of one cdc_raw snapshot holding "
+        f"{compare['rows']:,} new rows ({compare['bytes'] / 1e6:.1f} MB), from the same offsets; order alternating. "
+        "Backlog CPU is the agent process's utime + stime from its start (start-up included) to the poll that saw "
+        "the last event acknowledged; each backlog run waited for a quiet machine first (under 50 % busy over 2 s, "
+        "at most 60 s).",
+        "",
+        "| run | tree | p50 ms | p99 ms | max ms | agent CPU % |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for kind_label in ("this", "other"):
+        for i, r in enumerate(compare["latency"][kind_label]):
+            lines.append(f"| latency {i + 1} | {names[kind_label]} | {percentile(r['total'], 50):.0f} | "
+                         f"{percentile(r['total'], 99):.0f} | {max(r['total'], default=math.nan):.0f} | "
+                         f"{r['cpu']['agent']:.1f} |")  # fmt: skip
+    lines += [
+        "",
+        "| run | tree | events | wall s | events/s | CPU s | CPU µs/event | VmHWM MB | load1 after |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kind_label in ("this", "other"):
+        for i, r in enumerate(compare["backlog"][kind_label]):
+            lines.append(f"| backlog {i + 1} | {names[kind_label]} | {r['events']:,} | {r['wall_s']:.1f} | "
+                         f"{r['events_per_s']:,.0f} | {r['cpu_s']:.2f} | {r['us_per_event']:.1f} | {r['hwm_mb']:.0f} | "
+                         f"{r['load']:.2f} |")  # fmt: skip
+    this_us, other_us = med("this", "backlog", "us_per_event"), med("other", "backlog", "us_per_event")
+    p99 = {
+        k: statistics.median(percentile(r["total"], 99) for r in compare["latency"][k])
+        for k in ("this", "other")
+    }
+    lines += [
+        "",
+        f"Medians: backlog CPU {this_us:.1f} µs/event (this tree) against {other_us:.1f} ({other}): "
+        f"{other_us / this_us:.1f}x less CPU per event; events/s {med('this', 'backlog', 'events_per_s'):,.0f} "
+        f"against {med('other', 'backlog', 'events_per_s'):,.0f}; peak RSS {med('this', 'backlog', 'hwm_mb'):.0f} "
+        f"against {med('other', 'backlog', 'hwm_mb'):.0f} MB; latency p99 {p99['this']:.0f} ms against "
+        f"{p99['other']:.0f} ms.",
+        "",
+    ]
+    return lines
 
 
 def profile_agent(config: Path, out: Path) -> int:
@@ -951,6 +1119,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--keyspaces", nargs="+", metavar="KS", help="the agent's cassandra.keyspaces (default all)"
     )
     parser.add_argument("--profile", action="store_true", help="add a backlog run of an agent under cProfile")
+    parser.add_argument("--compare", type=Path, metavar="TREE",
+                        help="also run the agent of another checkout (e.g. a worktree of an older commit) beside "
+                        "this one, alternating: latency runs, then backlog runs on copies of one snapshot")  # fmt: skip
+    parser.add_argument("--compare-pairs", type=int, default=2, help="runs of each tree per kind (default 2)")
+    parser.add_argument("--compare-backlog", type=int, default=100_000, help="rows of the compared backlog")
+    parser.add_argument(
+        "--kafka-port", type=int, default=KAFKA_PORT, help=f"the bench's broker (default {KAFKA_PORT})"
+    )
+    parser.add_argument(
+        "--jmx-port", type=int, default=JMX_PORT, help=f"the bench node's JMX (default {JMX_PORT})"
+    )
     parser.add_argument("--profile-rows", type=int, default=50_000, help="rows of the profiled backlog")
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     parser.add_argument("--agent-log", type=Path, help="keep a copy of the agent's log (JSON lines) here")

@@ -155,6 +155,9 @@ class AgentConfig:
     schema_refresh_interval_s: int = 60
     metrics_bind: str = "127.0.0.1"
     metrics_port: int = 9464
+    core: Literal["auto", "native", "python"] = "auto"
+    """The per-event core: ``native`` (the Rust extension built by `make setup`), ``python`` (the decoder
+    that is its specification), or ``auto``: native when installed. /health and /metrics say which runs."""
 
 
 @dataclass(slots=True, frozen=True)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make sure the machine has what the Python project cannot pip-install: Python >= 3.11 with venv,
 # a JDK 17 (Cassandra 5.0, Kafka, Spark), Maven (downloads the service jars from Maven Central) and the
-# PostgreSQL server (the Kafka Connect sink tests).
+# PostgreSQL server (the Kafka Connect sink tests), and a Rust toolchain for the agent's native core (built by
+# scripts/build-native.sh; without one the agent runs on its slower Python core).
 # Installs missing pieces from Debian packages when run as root; otherwise says what to install.
 set -euo pipefail
 
@@ -21,6 +22,21 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 # (infra/postgres.py looks on PATH and in /usr/lib/postgresql/*/bin, where Debian puts them).
 if ! command -v initdb >/dev/null 2>&1 && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
   missing+=(postgresql)
+fi
+
+# Rust: any rustc >= 1.63 with cargo (rustup's in ~/.cargo/bin counts); else Debian's rustc and cargo.
+rustc_bin="$(command -v rustc || true)"
+[ -n "$rustc_bin" ] || [ ! -x "$HOME/.cargo/bin/rustc" ] || rustc_bin="$HOME/.cargo/bin/rustc"
+rust_minor=""
+if [ -n "$rustc_bin" ]; then
+  rust_minor="$("$rustc_bin" --version 2>/dev/null | sed -n 's/^rustc 1\.\([0-9]*\).*/\1/p')"
+fi
+if [ -z "$rust_minor" ] || [ "$rust_minor" -lt 63 ] || ! { command -v cargo >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/cargo" ]; }; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    missing+=(rustc cargo)
+  else
+    echo "note: no Rust toolchain (rustc >= 1.63 and cargo): the agent will run on its slower Python core" >&2
+  fi
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then

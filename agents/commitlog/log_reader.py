@@ -120,29 +120,46 @@ class SegmentDecoder:
         return self._stopped_before is not None
 
     def __iter__(self) -> Iterator[PartitionUpdate]:
-        segment = self._scan.segment
         for entry in self._scan:
-            self.stats.entries += 1
-            version = self._scan.descriptor.messaging_version  # set once the header is readable
-            try:
-                updates = self._decode(entry.data, version, segment, entry.position)
-            except StopBeforeEntry:
-                self.stats.entries -= 1
-                self._stopped_before = self._last_end
+            updates = self.decode_entry(entry.data, entry.position, entry.end)
+            if updates is None:
                 return
-            except UnknownTableError as exc:
-                self.stats.unknown_tables[uuid.UUID(str(exc.table_id))] += 1
-                updates = []
-            except DECODE_ERRORS as exc:
-                self.stats.decode_errors.append(exc)
-                updates = []
-            for update in updates:
-                update.position = entry.end
-                if update.keyspace == "system_schema":
-                    self.stats.schema_changes.extend(schema_changes(update))
-            self.stats.updates += len(updates)
             yield from updates
             self._last_end = entry.end
+
+    def batches(self, **_: object) -> Iterator[list[PartitionUpdate]]:
+        """The updates of each entry in turn (what iterating yields, grouped by entry; the agent reads
+        both cores through this, see native_core.NativeSegmentDecoder.batches)."""
+        for entry in self._scan:
+            updates = self.decode_entry(entry.data, entry.position, entry.end)
+            if updates is None:
+                return
+            yield updates
+            self._last_end = entry.end
+
+    def decode_entry(self, data: bytes, position: int, end: int) -> list[PartitionUpdate] | None:
+        """One entry's updates, with the accounting (stats, schema changes, the schema-miss hook); an
+        undecodable entry gives no update. None: the hook ended the read before this entry."""
+        self.stats.entries += 1
+        version = self.descriptor.messaging_version  # set once the header is readable
+        try:
+            updates = self._decode(data, version, self.segment, position)
+        except StopBeforeEntry:
+            self.stats.entries -= 1
+            self._stopped_before = self._last_end
+            return None
+        except UnknownTableError as exc:
+            self.stats.unknown_tables[uuid.UUID(str(exc.table_id))] += 1
+            updates = []
+        except DECODE_ERRORS as exc:
+            self.stats.decode_errors.append(exc)
+            updates = []
+        for update in updates:
+            update.position = end
+            if update.keyspace == "system_schema":
+                self.stats.schema_changes.extend(schema_changes(update))
+        self.stats.updates += len(updates)
+        return updates
 
     def _decode(self, data: bytes, version: int, segment: str, offset: int) -> list[PartitionUpdate]:
         try:

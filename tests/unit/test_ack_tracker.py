@@ -75,3 +75,30 @@ def test_random_orders_never_commit_past_an_unacknowledged_event() -> None:
             if pending:
                 assert acks.committed < min(pending), "committed past an event still in flight"
         assert acks.in_flight == 0
+
+
+def test_batches_of_events_track_exactly_as_one_by_one() -> None:
+    """sent_many / acked_many (the native core's batches) give the same committed positions as sent / acked."""
+    rng = random.Random(11)
+    for _ in range(200):
+        one, many = AckTracker(start=0), AckTracker(start=0)
+        events, end = [], 0
+        for _ in range(rng.randint(1, 40)):
+            end += rng.randint(1, 50)
+            events += [end] * rng.randint(1, 3)
+        cut = rng.randint(0, len(events))
+        for batch in (events[:cut], events[cut:]):
+            for e in batch:
+                one.sent(e)
+            many.sent_many(batch)
+        one.read_until(end + 5)
+        many.read_until(end + 5)
+        acked = events[:]
+        rng.shuffle(acked)
+        while acked:
+            size = rng.randint(1, 8)
+            batch, acked = acked[:size], acked[size:]
+            for e in batch:
+                one.acked(e)
+            many.acked_many(batch)
+            assert many.committed == one.committed and many.in_flight == one.in_flight

@@ -1,0 +1,614 @@
+//! `cdc_native`: the native core of the node agent's per-event path.
+//!
+//! Its modules mirror the Python modules they accelerate (agents/commitlog/segment_reader.py,
+//! agents/commitlog/mutation_decoder.py, cassandra_model/digest.py, schemas/raw_event.py); the Python
+//! modules stay the specification and the fallback, and differential tests hold both to identical
+//! output. The Python side (agents/commitlog/native_core.py) is the only caller.
+//!
+//! The batch API: `SegmentBatchReader.next_batch` reads a segment range and returns ready-to-send raw
+//! events (key and value bytes, Kafka partition, entry end) for thousands of entries per call. An entry it
+//! cannot publish by itself (a table it does not know, system_schema, bytes that do not decode) is handed
+//! back whole to the Python decoder, which handles it as it always did.
+
+use std::fs::File;
+use std::sync::Arc;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+
+mod digest;
+mod md5;
+mod mutation_decoder;
+mod raw_event;
+mod segment_reader;
+
+use digest::{bytes_of, DigestWriter};
+use mutation_decoder::{ColumnDef, Decoded, Decoder, Mode, Outcome, RowRec, TableDef};
+use raw_event::SourceInfo;
+use segment_reader::{Damage, Scan, ScanError, SegmentLayout, Source};
+
+type ColumnSpec = (String, bool, i64, Option<i64>);
+type TableSpec = (Vec<u8>, String, String, String, bool, u8, Vec<i64>, Vec<ColumnSpec>);
+
+/// The tables the native decoder knows, built from the Python SchemaCatalog (native_core.py).
+#[pyclass(module = "cdc_native", frozen)]
+struct Catalog {
+    inner: Arc<mutation_decoder::Catalog>,
+}
+
+#[pymethods]
+impl Catalog {
+    /// `tables`: (id bytes, id text, keyspace, table, is_counter, mode 0 publish / 1 skip / 2 python,
+    /// clustering fixed lengths, columns as (name, complex, fixed length or -1, dropped time or None)).
+    #[new]
+    fn new(tables: Vec<TableSpec>) -> PyResult<Catalog> {
+        let mut catalog = mutation_decoder::Catalog { tables: Vec::new(), by_id: Default::default() };
+        for (id, id_text, keyspace, table, is_counter, mode, clustering_fixed, columns) in tables {
+            let id: [u8; 16] = id.as_slice().try_into().map_err(|_| PyValueError::new_err("table id is not 16 bytes"))?;
+            let mode = match mode {
+                0 => Mode::Publish,
+                1 => Mode::Skip,
+                2 => Mode::Python,
+                other => return Err(PyValueError::new_err(format!("unknown table mode {}", other))),
+            };
+            let mut def = TableDef {
+                id,
+                id_text,
+                keyspace,
+                table,
+                is_counter,
+                mode,
+                clustering_fixed,
+                columns: Vec::new(),
+                by_name: Default::default(),
+            };
+            for (name, complex, fixed, dropped) in columns {
+                def.by_name.insert(name.as_bytes().to_vec(), def.columns.len());
+                def.columns.push(ColumnDef { name, complex, fixed, dropped });
+            }
+            catalog.by_id.insert(id, catalog.tables.len());
+            catalog.tables.push(def);
+        }
+        Ok(Catalog { inner: Arc::new(catalog) })
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.tables.len()
+    }
+}
+
+fn damage_tuple(py: Python<'_>, damage: &Damage) -> PyObject {
+    (damage.offset, damage.position, damage.scope.name(), damage.entry_error, damage.message.as_str()).into_py(py)
+}
+
+fn open_source(path: Option<String>, data: Option<&[u8]>) -> PyResult<Source> {
+    match (path, data) {
+        (Some(path), None) => {
+            let file = File::open(&path)?;
+            let size = file.metadata()?.len() as i64;
+            Ok(Source::File { file, size })
+        }
+        (None, Some(data)) => Ok(Source::Memory(data.to_vec())),
+        _ => Err(PyValueError::new_err("give the segment's path or its bytes")),
+    }
+}
+
+/// `header_end` None: a live segment whose header is not written yet.
+#[allow(clippy::too_many_arguments)]
+fn new_scan(
+    segment: String,
+    path: Option<String>,
+    data: Option<&[u8]>,
+    start: i64,
+    limit: Option<i64>,
+    completed: bool,
+    strict: bool,
+    header_end: Option<i64>,
+    segment_id: i64,
+    compressed: bool,
+    decompress: Option<PyObject>,
+    corrupt_section_type: Option<PyObject>,
+) -> PyResult<Scan> {
+    let layout = header_end.map(|header_end| SegmentLayout { header_end, segment_id, compressed });
+    let source = open_source(path, data)?;
+    let _ = segment; // the Python side names the segment in every error it raises
+    Ok(Scan::new(source, start, limit, completed, strict, layout, decompress, corrupt_section_type))
+}
+
+/// Frame a segment range: (entries as (position, end, bytes), damage, resume position, stop reason,
+/// the damage that ended a strict read or None). The framing half of the differential tests.
+#[pyfunction]
+#[pyo3(signature = (segment, path, data, start, limit, completed, strict, header_end, segment_id, compressed, decompress=None, corrupt_section_type=None))]
+#[allow(clippy::too_many_arguments)]
+fn scan_segment(
+    py: Python<'_>,
+    segment: String,
+    path: Option<String>,
+    data: Option<&[u8]>,
+    start: i64,
+    limit: Option<i64>,
+    completed: bool,
+    strict: bool,
+    header_end: Option<i64>,
+    segment_id: i64,
+    compressed: bool,
+    decompress: Option<PyObject>,
+    corrupt_section_type: Option<PyObject>,
+) -> PyResult<PyObject> {
+    let mut scan = new_scan(
+        segment, path, data, start, limit, completed, strict, header_end, segment_id, compressed, decompress,
+        corrupt_section_type,
+    )?;
+    let entries = PyList::empty_bound(py);
+    let mut failure = py.None();
+    loop {
+        match scan.next_entry(py) {
+            Ok(Some(entry)) => {
+                let body = PyBytes::new_bound(py, scan.entry_data(&entry));
+                entries.append((entry.position, entry.end, body))?;
+            }
+            Ok(None) => break,
+            Err(ScanError::Strict(damage)) => {
+                failure = damage_tuple(py, &damage);
+                break;
+            }
+            Err(ScanError::Py(err)) => return Err(err),
+        }
+    }
+    let damage: Vec<PyObject> = scan.damage.iter().map(|d| damage_tuple(py, d)).collect();
+    let stop = scan.stop.map(|s| s.name());
+    Ok((entries, damage, scan.resume_position, stop, failure).into_py(py))
+}
+
+fn opt_bytes(py: Python<'_>, buf: &[u8], span: Option<(u32, u32)>) -> PyObject {
+    match span {
+        None => py.None(),
+        Some(s) => PyBytes::new_bound(py, bytes_of(buf, s)).into_any().unbind(),
+    }
+}
+
+fn row_tuple(py: Python<'_>, buf: &[u8], d: &Decoded, catalog: &mutation_decoder::Catalog, table: usize, r: &RowRec) -> PyObject {
+    let columns = &catalog.tables[table].columns;
+    let clustering: Vec<PyObject> =
+        d.clustering[r.clustering.0 as usize..r.clustering.1 as usize].iter().map(|v| opt_bytes(py, buf, *v)).collect();
+    let cells: Vec<PyObject> = d.cells[r.cells.0 as usize..r.cells.1 as usize]
+        .iter()
+        .map(|c| {
+            (
+                columns[c.column as usize].name.as_str(),
+                c.flags,
+                c.ts,
+                c.ttl,
+                c.ldt,
+                opt_bytes(py, buf, c.path),
+                PyBytes::new_bound(py, bytes_of(buf, c.value)),
+            )
+                .into_py(py)
+        })
+        .collect();
+    let complex: Vec<PyObject> = d.complex[r.complex.0 as usize..r.complex.1 as usize]
+        .iter()
+        .map(|(c, del)| (columns[*c as usize].name.as_str(), (del.ts, del.ldt)).into_py(py))
+        .collect();
+    (
+        PyTuple::new_bound(py, clustering),
+        r.timestamp,
+        r.ttl,
+        r.expiration,
+        r.deletion.map(|x| (x.ts, x.ldt)),
+        cells,
+        complex,
+        r.is_static,
+        r.shadowable,
+    )
+        .into_py(py)
+}
+
+fn outcome_tuple(py: Python<'_>, outcome: &Outcome, catalog: &mutation_decoder::Catalog) -> (String, PyObject) {
+    match outcome {
+        Outcome::Updates => ("updates".into(), py.None()),
+        Outcome::UnknownTable(id) => ("unknown_table".into(), PyBytes::new_bound(py, id).into_any().unbind()),
+        Outcome::UnknownColumn { table, column } => {
+            let def = &catalog.tables[*table as usize];
+            ("unknown_column".into(), format!("{}.{}.{}", def.keyspace, def.table, column).into_py(py))
+        }
+        Outcome::Malformed => ("malformed".into(), py.None()),
+        Outcome::PythonTable => ("python_table".into(), py.None()),
+        Outcome::OutOfRange => ("out_of_range".into(), py.None()),
+    }
+}
+
+/// Decode one entry: (outcome, detail, updates as nested tuples, digests, (key, value) raw events).
+/// `source` is (cluster, node, segment_id, descriptor_version, entry_offset, position, published_at_ms).
+/// The decoding half of the differential tests.
+#[pyfunction]
+fn decode_entry(
+    py: Python<'_>,
+    data: &[u8],
+    catalog: &Catalog,
+    messaging_version: i64,
+    source: (String, String, i64, i64, i64, i64, i64),
+) -> PyResult<PyObject> {
+    let cat = &*catalog.inner;
+    let mut decoder = Decoder::new();
+    let outcome = decoder.decode(data, cat, messaging_version);
+    let (kind, detail) = outcome_tuple(py, &outcome, cat);
+    let updates = PyList::empty_bound(py);
+    let digests = PyList::empty_bound(py);
+    let records = PyList::empty_bound(py);
+    if matches!(outcome, Outcome::Updates | Outcome::PythonTable) {
+        let d = &decoder.out;
+        let mut writer = DigestWriter::default();
+        let info = SourceInfo {
+            cluster: &source.0,
+            node: &source.1,
+            segment_id: source.2,
+            descriptor_version: source.3,
+            entry_offset: source.4,
+            position: source.5,
+            published_at_ms: source.6,
+        };
+        for u in &d.updates {
+            let table = u.table as usize;
+            let def = &cat.tables[table];
+            let rows: Vec<PyObject> =
+                d.rows[u.rows.0 as usize..u.rows.1 as usize].iter().map(|r| row_tuple(py, data, d, cat, table, r)).collect();
+            let markers: Vec<PyObject> = d.markers[u.markers.0 as usize..u.markers.1 as usize]
+                .iter()
+                .map(|m| {
+                    let clustering: Vec<PyObject> = d.clustering[m.clustering.0 as usize..m.clustering.1 as usize]
+                        .iter()
+                        .map(|v| opt_bytes(py, data, *v))
+                        .collect();
+                    (
+                        m.kind,
+                        PyTuple::new_bound(py, clustering),
+                        (m.deletion.ts, m.deletion.ldt),
+                        m.start_deletion.map(|x| (x.ts, x.ldt)),
+                    )
+                        .into_py(py)
+                })
+                .collect();
+            let static_row = match u.static_row {
+                None => py.None(),
+                Some(i) => row_tuple(py, data, d, cat, table, &d.rows[i as usize]),
+            };
+            updates.append((
+                PyBytes::new_bound(py, &def.id),
+                PyBytes::new_bound(py, bytes_of(data, u.key)),
+                u.partition_deletion.map(|x| (x.ts, x.ldt)),
+                static_row,
+                rows,
+                markers,
+            ))?;
+            let digest = writer.digest(data, d, cat, u);
+            digests.append(PyBytes::new_bound(py, &digest))?;
+            let mut key = Vec::new();
+            raw_event::encode_key(&mut key, data, cat, u);
+            let mut value = Vec::new();
+            raw_event::encode_event(&mut value, data, d, cat, u, &digest, &info);
+            records.append((
+                PyBytes::new_bound(py, &key),
+                PyBytes::new_bound(py, &value),
+                raw_event::write_time(d, u),
+                raw_event::murmur2(&key),
+            ))?;
+        }
+    }
+    Ok((kind, detail, updates, digests, records).into_py(py))
+}
+
+/// Frame, decode and digest a whole segment range in one call: (updates, their digests concatenated,
+/// entries handed back because the native decoder does not publish them). What the decoder benchmark
+/// times against Cassandra's own reader: no Python object per mutation.
+#[pyfunction]
+#[pyo3(signature = (segment, path, data, completed, header_end, segment_id, compressed, messaging_version, catalog, decompress=None, corrupt_section_type=None))]
+#[allow(clippy::too_many_arguments)]
+fn digest_segment(
+    py: Python<'_>,
+    segment: String,
+    path: Option<String>,
+    data: Option<&[u8]>,
+    completed: bool,
+    header_end: Option<i64>,
+    segment_id: i64,
+    compressed: bool,
+    messaging_version: i64,
+    catalog: &Catalog,
+    decompress: Option<PyObject>,
+    corrupt_section_type: Option<PyObject>,
+) -> PyResult<PyObject> {
+    let mut scan = new_scan(
+        segment, path, data, 0, None, completed, false, header_end, segment_id, compressed, decompress,
+        corrupt_section_type,
+    )?;
+    let cat = &*catalog.inner;
+    let mut decoder = Decoder::new();
+    let mut writer = DigestWriter::default();
+    let mut digests: Vec<u8> = Vec::new();
+    let mut canon: Vec<Vec<u8>> = vec![Vec::new(); GROUP];
+    let mut filled = 0usize;
+    let mut group = [[0u8; 16]; GROUP];
+    let (mut updates, mut handed_back) = (0i64, 0i64);
+    loop {
+        let entry = match scan.next_entry(py) {
+            Ok(Some(entry)) => entry,
+            Ok(None) => break,
+            Err(ScanError::Strict(_)) => unreachable!("not strict"),
+            Err(ScanError::Py(err)) => return Err(err),
+        };
+        let data = scan.entry_data(&entry);
+        if decoder.decode(data, cat, messaging_version) != Outcome::Updates {
+            handed_back += 1;
+            continue;
+        }
+        for u in &decoder.out.updates {
+            writer.canonical(&mut canon[filled], data, &decoder.out, cat, u);
+            filled += 1;
+            if filled == GROUP {
+                let inputs: Vec<&[u8]> = canon.iter().map(|c| c.as_slice()).collect();
+                md5::md5_many(&inputs, &mut group);
+                group.iter().for_each(|d| digests.extend_from_slice(d));
+                filled = 0;
+            }
+            updates += 1;
+        }
+    }
+    let inputs: Vec<&[u8]> = canon[..filled].iter().map(|c| c.as_slice()).collect();
+    md5::md5_many(&inputs, &mut group);
+    group[..filled].iter().for_each(|d| digests.extend_from_slice(d));
+    Ok((updates, PyBytes::new_bound(py, &digests), handed_back).into_py(py))
+}
+
+/// Kafka's murmur2 of `data` (the default partitioner's hash), for tests against the client's own.
+#[pyfunction]
+fn murmur2(data: &[u8]) -> u32 {
+    raw_event::murmur2(data)
+}
+
+/// Digests computed side by side (md5::md5_many).
+const GROUP: usize = 8;
+
+/// One encoded event waiting for its digest.
+#[derive(Default)]
+struct Slot {
+    canonical: Vec<u8>,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    digest_at: usize,
+    end: i64,
+    partition: i64,
+}
+
+/// The batch's output lists.
+struct Lists<'py> {
+    keys: Bound<'py, PyList>,
+    values: Bound<'py, PyList>,
+    ends: Bound<'py, PyList>,
+    partitions: Bound<'py, PyList>,
+}
+
+/// Digest the filled slots together, patch each digest into its value, append them to the lists.
+fn flush(slots: &mut [Slot], filled: usize, with_partitions: bool, lists: &Lists<'_>) -> PyResult<()> {
+    if filled == 0 {
+        return Ok(());
+    }
+    let mut digests = [[0u8; 16]; GROUP];
+    {
+        let inputs: Vec<&[u8]> = slots[..filled].iter().map(|s| s.canonical.as_slice()).collect();
+        md5::md5_many(&inputs, &mut digests);
+    }
+    let py = lists.keys.py();
+    for (slot, digest) in slots[..filled].iter_mut().zip(digests.iter()) {
+        slot.value[slot.digest_at..slot.digest_at + 16].copy_from_slice(digest);
+        lists.keys.append(PyBytes::new_bound(py, &slot.key))?;
+        lists.values.append(PyBytes::new_bound(py, &slot.value))?;
+        lists.ends.append(slot.end)?;
+        if with_partitions {
+            lists.partitions.append(slot.partition)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads one segment range and returns its raw events in batches (see the module docs).
+#[pyclass(module = "cdc_native")]
+struct SegmentBatchReader {
+    scan: Scan,
+    decoder: Decoder,
+    digest: DigestWriter,
+    catalog: Option<Arc<mutation_decoder::Catalog>>,
+    messaging_version: i64,
+    descriptor_version: i64,
+    segment_id: i64,
+    cluster: String,
+    node: String,
+    slots: Vec<Slot>,
+}
+
+#[pymethods]
+impl SegmentBatchReader {
+    #[new]
+    #[pyo3(signature = (segment, path, data, start, limit, completed, header_end, segment_id, compressed, decompress, corrupt_section_type, messaging_version, descriptor_version, cluster, node))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        segment: String,
+        path: Option<String>,
+        data: Option<&[u8]>,
+        start: i64,
+        limit: Option<i64>,
+        completed: bool,
+        header_end: Option<i64>,
+        segment_id: i64,
+        compressed: bool,
+        decompress: Option<PyObject>,
+        corrupt_section_type: Option<PyObject>,
+        messaging_version: i64,
+        descriptor_version: i64,
+        cluster: String,
+        node: String,
+    ) -> PyResult<SegmentBatchReader> {
+        let scan = new_scan(
+            segment, path, data, start, limit, completed, false, header_end, segment_id, compressed, decompress,
+            corrupt_section_type,
+        )?;
+        Ok(SegmentBatchReader {
+            scan,
+            decoder: Decoder::new(),
+            digest: DigestWriter::default(),
+            catalog: None,
+            messaging_version,
+            descriptor_version,
+            segment_id,
+            cluster,
+            node,
+            slots: (0..GROUP).map(|_| Slot::default()).collect(),
+        })
+    }
+
+    /// Up to about `max_events` raw events (whole entries), as a tuple:
+    /// (keys, values, ends, partitions, entries, updates, skipped, first write time, last write time,
+    /// pending, done, end of the last entry consumed). `partitions` are murmur2(key) positive modulo `partition_count` (when > 0).
+    /// `pending` is (position, end, bytes) of an entry for the Python decoder, read right after the
+    /// events returned; `done` means the walk has stopped and nothing is pending.
+    fn next_batch(
+        &mut self,
+        py: Python<'_>,
+        catalog: &Catalog,
+        max_events: usize,
+        published_at_ms: i64,
+        partition_count: i64,
+    ) -> PyResult<PyObject> {
+        let same = matches!(&self.catalog, Some(c) if Arc::ptr_eq(c, &catalog.inner));
+        if !same {
+            self.catalog = Some(catalog.inner.clone());
+            self.decoder.reset();
+        }
+        let cat = catalog.inner.clone();
+        let lists = Lists {
+            keys: PyList::empty_bound(py),
+            values: PyList::empty_bound(py),
+            ends: PyList::empty_bound(py),
+            partitions: PyList::empty_bound(py),
+        };
+        let mut filled = 0usize;
+        let mut entries = 0i64;
+        let mut updates = 0i64;
+        let mut skipped = 0i64;
+        let mut first_write: Option<i64> = None;
+        let mut last_write: Option<i64> = None;
+        let mut pending = py.None();
+        let mut last_end: Option<i64> = None;
+        let mut events = 0usize;
+        while events < max_events {
+            let entry = match self.scan.next_entry(py) {
+                Ok(Some(entry)) => entry,
+                Ok(None) => break,
+                Err(ScanError::Strict(_)) => unreachable!("the batch reader never reads strictly"),
+                Err(ScanError::Py(err)) => return Err(err),
+            };
+            let data = self.scan.entry_data(&entry);
+            let outcome = self.decoder.decode(data, &cat, self.messaging_version);
+            if outcome != Outcome::Updates {
+                pending = (entry.position, entry.end, PyBytes::new_bound(py, data)).into_py(py);
+                break;
+            }
+            entries += 1;
+            last_end = Some(entry.end);
+            let d = &self.decoder.out;
+            let info = SourceInfo {
+                cluster: &self.cluster,
+                node: &self.node,
+                segment_id: self.segment_id,
+                descriptor_version: self.descriptor_version,
+                entry_offset: entry.position,
+                position: entry.end,
+                published_at_ms,
+            };
+            for u in &d.updates {
+                updates += 1;
+                if cat.tables[u.table as usize].mode != Mode::Publish {
+                    skipped += 1;
+                    continue;
+                }
+                let slot = &mut self.slots[filled];
+                self.digest.canonical(&mut slot.canonical, data, d, &cat, u);
+                slot.key.clear();
+                raw_event::encode_key(&mut slot.key, data, &cat, u);
+                slot.value.clear();
+                slot.digest_at = raw_event::encode_event(&mut slot.value, data, d, &cat, u, &[0u8; 16], &info);
+                slot.end = entry.end;
+                if partition_count > 0 {
+                    slot.partition = (raw_event::murmur2(&slot.key) & 0x7FFF_FFFF) as i64 % partition_count;
+                }
+                let written = raw_event::write_time(d, u);
+                if first_write.is_none() {
+                    first_write = Some(written);
+                }
+                last_write = Some(written);
+                filled += 1;
+                if filled == GROUP {
+                    flush(&mut self.slots, filled, partition_count > 0, &lists)?;
+                    filled = 0;
+                }
+                events += 1;
+            }
+        }
+        flush(&mut self.slots, filled, partition_count > 0, &lists)?;
+        let done = self.scan.stop.is_some() && pending.is_none(py);
+        Ok(PyTuple::new_bound(
+            py,
+            [
+                lists.keys.into_any().unbind(),
+                lists.values.into_any().unbind(),
+                lists.ends.into_any().unbind(),
+                lists.partitions.into_any().unbind(),
+                entries.into_py(py),
+                updates.into_py(py),
+                skipped.into_py(py),
+                first_write.into_py(py),
+                last_write.into_py(py),
+                pending,
+                done.into_py(py),
+                last_end.into_py(py),
+            ],
+        )
+        .into_any()
+        .unbind())
+    }
+
+    /// Where the next read of this segment starts (the scan's resume position).
+    #[getter]
+    fn resume_position(&self) -> i64 {
+        self.scan.resume_position
+    }
+
+    /// Why the walk stopped ("end", "limit", "torn", "damaged"), or None while it goes on.
+    #[getter]
+    fn stop(&self) -> Option<&'static str> {
+        self.scan.stop.map(|s| s.name())
+    }
+
+    #[getter]
+    fn finished(&self) -> bool {
+        self.scan.finished()
+    }
+
+    /// Damage found so far, as (offset, position, scope, entry error, message).
+    fn damage(&self, py: Python<'_>) -> Vec<PyObject> {
+        self.scan.damage.iter().map(|d| damage_tuple(py, d)).collect()
+    }
+}
+
+#[pymodule]
+fn cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Catalog>()?;
+    m.add_class::<SegmentBatchReader>()?;
+    m.add_function(wrap_pyfunction!(scan_segment, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_entry, m)?)?;
+    m.add_function(wrap_pyfunction!(murmur2, m)?)?;
+    m.add_function(wrap_pyfunction!(digest_segment, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
