@@ -115,7 +115,7 @@ class ConnectPayloadConverters(JsonConverters):
     __slots__ = ()
 
     def visit_map(self, t: MapType, *args: Any) -> Converter | None:
-        if t.key.is_text or t.key.accept(_CONNECT_SCHEMAS, ())["type"] != "string":
+        if not keyed_by_connect_strings(t):
             return super().visit_map(t)
         kc = self.convert(t.key)
         vc = self.convert(t.value)
@@ -188,6 +188,14 @@ class ConnectSchemaBuilder(CqlTypeVisitor[ConnectSchema]):
 
 
 _CONNECT_SCHEMAS = ConnectSchemaBuilder()
+
+
+def keyed_by_connect_strings(t: MapType) -> bool:
+    """Whether the payload writes this map as a JSON object although the JSON encoding writes it as
+    ``[[key, value], ...]``: its keys are Connect strings (uuid, inet, varint, decimal) but not text."""
+    return not t.key.is_text and t.key.accept(_CONNECT_SCHEMAS, ())["type"] == "string"
+
+
 connect_payload_converter = ConnectPayloadConverters().convert
 
 _AVRO_TO_CONNECT = {"string": "string", "long": "int64", "int": "int32", "boolean": "boolean"}
