@@ -18,6 +18,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -209,6 +210,8 @@ class LakeJob:
                 query.awaitTermination(10)
         except KeyboardInterrupt:
             query.stop()
+        except StreamingQueryException:
+            pass  # the query's exception, below, says why
         self.summary.seconds = time.monotonic() - started
         error: Any = query.exception()
         if error is not None:

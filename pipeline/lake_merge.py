@@ -154,7 +154,8 @@ def parse_changes(latest: DataFrame, schema: TableSchema) -> DataFrame:
         F.col(OFFSET_COLUMN),
         deleted.alias(_DELETED),
     ]
-    bad = ~F.col("_tombstone") & F.col("e").isNull()
+    # Spark's JSON reader gives a struct of nulls for text that is not JSON: every change event has an op
+    bad = ~F.col("_tombstone") & (F.col("e").isNull() | F.col("e.op").isNull())
     return parsed.select(*lake_columns(schema, F.col("e.after")), *meta, bad.alias("_bad"))
 
 
