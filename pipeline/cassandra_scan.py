@@ -251,16 +251,18 @@ def connect(spec: ScanSpec, *, raw: bool = False) -> tuple[Any, Any]:
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=spec.connect_timeout_s,
             control_connection_timeout=spec.connect_timeout_s,
-            # a task queries one table by token range: it needs neither the schema of every keyspace, which
-            # each connection would otherwise read and parse (a bootstrap task spent more CPU, its node's
-            # included, on that than on its rows), nor the ring (a range query has no routing key)
-            schema_metadata_enabled=False,
+            # a scan queries one table by token range: it needs neither the ring (a range query has no
+            # routing key) nor the schema of every keyspace, which a connection otherwise reads and parses
+            # (the bootstrap's tasks spent more CPU, the node's included, on that than on their rows),
+            # except to decode user-defined types into classes of ours
+            schema_metadata_enabled=bool(spec.udts) and not raw,
             token_metadata_enabled=False,
         )
     except ClientSetupError as exc:  # an unreadable CA or key file, a login without its password
         raise PipelineError(f"cannot connect to Cassandra to scan {spec.table_name}: {exc}") from None
-    for keyspace, name in spec.udts:
-        cluster.register_user_type(keyspace, name, UdtValue)
+    if not raw:  # the raw scan keeps every value as its bytes
+        for keyspace, name in spec.udts:
+            cluster.register_user_type(keyspace, name, UdtValue)
     try:
         session = cluster.connect()
     except (NoHostAvailable, AuthenticationFailed, OSError) as exc:
@@ -279,7 +281,7 @@ def connect(spec: ScanSpec, *, raw: bool = False) -> tuple[Any, Any]:
 
 def check_table(spec: ScanSpec) -> None:
     """Fail early, on the driver, when Cassandra is unreachable or refuses the scan query."""
-    cluster, session = connect(spec)
+    cluster, session = connect(spec, raw=True)
     try:
         _prepare(session, spec)
     finally:
