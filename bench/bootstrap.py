@@ -1,50 +1,54 @@
-"""Bootstrap throughput: rows/s read from Cassandra with write times, built into raw events and published.
+"""Bootstrap throughput: rows/s read from Cassandra with write times, built into raw events and published,
+for this checkout and (``--baseline``) an earlier one, measured side by side in one run.
 
-Uses running services (Kafka and Cassandra addresses as options, the `cdc infra up` defaults otherwise):
+Uses running services (`cdc infra up`; their ports from the CDC_* variables, or --kafka/--cassandra):
 writes --rows rows to a keyspace of its own (`bench_boot_<id>.readings`: int partition key, int
-clustering, --rows-per-partition rows per partition, a text, a double, a set<text> and a map<text, int>,
-one row in ten with a TTL), creates a raw topic of its own (12 partitions), then times with a local[2]
-SparkSession:
-  scan       `scan_table(with_write_times=True).count()`: the Cassandra read alone
-  build      `table_events` over the scanned rows in this process: event building alone, one core
-  bootstrap  `bootstrap_table`: scan + build + Spark's Kafka sink, the job as `cdc pipeline bootstrap`
-             runs it (no worker consumes the topic)
-The keyspace and topic are dropped at the end.
+clustering, --rows-per-partition rows per partition, a text, a double, a set<text> of 2 and a
+map<text, int> of 2, one row in ten with a TTL: 6 cells per row) and creates a raw topic of its own (12
+partitions). Then, --rounds times, alternating, each checkout in a process of its own (its own Spark JVM
+on local[2]):
 
-    nice -n 15 .venv/bin/python bench/bootstrap.py [--rows 100000] [--rows-per-partition 10] [--splits 16]
-        [--kafka 127.0.0.1:9092] [--cassandra 127.0.0.1:9042] [--out bench/bootstrap.md]
+  build      the raw-event building of the whole table in one process, no Spark: the scan's rows
+             read first, then timed (CPU s of that process)
+  bootstrap  `bootstrap_table` twice in one SparkSession, the job as `cdc pipeline bootstrap` runs it
+             (scan, build, Spark's Kafka sink); the first includes the Python workers' start, the second
+             is reported as the rate (no worker consumes the topic)
+
+With --master spark://HOST:PORT (the cluster of `cdc infra up --spark`), this checkout also runs the
+bootstrap there with spark.cores.max 1 and then 2 (one executor on one 1-core worker, then one on each
+of two). The keyspace and topic are dropped at the end.
+
+    .venv/bin/python bench/bootstrap.py --rows 30000 --baseline /tmp/base --master spark://127.0.0.1:7077 \\
+        --out bench/bootstrap.md
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import platform
+import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
-from cassandra.cluster import Cluster  # noqa: E402
-from cassandra.concurrent import execute_concurrent_with_args  # noqa: E402
-
-from cassandra_model.system_schema import load_schema_from_session  # noqa: E402
-from pipeline.bootstrap_job import bootstrap_table  # noqa: E402
-from pipeline.cassandra_scan import scan_table  # noqa: E402
-from pipeline.snapshot_events import table_events  # noqa: E402
-from pipeline.spark_session import build_spark_session  # noqa: E402
-from runtime.config import CassandraConfig, CdcConfig, KafkaConfig, PipelineConfig  # noqa: E402
-
 RAW_PARTITIONS = 12
+ANALYSIS_HEADING = "What the numbers say:"
+
+
+def _env_port(name: str, default: int) -> int:
+    return int(os.environ.get(name) or default)
 
 
 async def _topic(bootstrap: str, name: str, create: bool) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
@@ -57,6 +61,8 @@ async def _topic(bootstrap: str, name: str, create: bool) -> None:
 
 
 def write_rows(session: Any, keyspace: str, rows: int, per_partition: int) -> float:
+    from cassandra.concurrent import execute_concurrent_with_args
+
     session.execute(
         f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
     )
@@ -88,65 +94,210 @@ def write_rows(session: Any, keyspace: str, rows: int, per_partition: int) -> fl
     return time.monotonic() - started
 
 
+# ---------------------------------------------------------------------------------------------------------
+# one measurement, in a process of its own with the checkout's modules first on the path
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """The build and bootstrap of one checkout (``args.tree``), as JSON-able numbers."""
+    sys.path.insert(0, str(args.tree))
+    from cassandra.cluster import Cluster
+
+    import pipeline
+    from cassandra_model.system_schema import load_schema_from_session
+    from pipeline.bootstrap_job import bootstrap_table
+    from pipeline.cassandra_scan import scan_spec, token_ranges
+    from runtime.config import CassandraConfig, CdcConfig, KafkaConfig, PipelineConfig
+
+    host, _, port = args.cassandra.partition(":")
+    cluster = Cluster([host], port=int(port))
+    session = cluster.connect()
+    schema = load_schema_from_session(session, [args.keyspace], with_system_schema=False).by_name(
+        args.keyspace, "readings"
+    )
+    cluster.shutdown()
+    assert schema is not None
+    spark_conf = dict(item.split("=", 1) for item in args.spark_conf)
+    pipeline_config: dict[str, Any] = {
+        "lake_directory": Path("/nonexistent-bench-lake"),
+        "bootstrap_splits": args.splits,
+        "master": args.master,
+    }
+    if spark_conf:
+        pipeline_config["spark_conf"] = spark_conf
+    config = CdcConfig(
+        cluster="bench",
+        kafka=KafkaConfig(bootstrap_servers=args.kafka, raw_topic=args.topic, raw_partitions=RAW_PARTITIONS),
+        cassandra=CassandraConfig(contact_points=[host], port=int(port)),
+        pipeline=PipelineConfig(**pipeline_config),
+    )
+    out: dict[str, Any] = {"code": str(Path(pipeline.__file__).parent.parent)}
+    spec = scan_spec(config, schema, with_write_times=True)
+    if not args.master.startswith("spark://"):
+        out["build_cpu_s"] = _build_cpu(schema, spec, token_ranges(1))
+    from pipeline.spark_session import build_spark_session
+
+    began = time.monotonic()
+    spark = build_spark_session(config.pipeline, "bench-bootstrap")  # type: ignore[arg-type]
+    out["session_s"] = time.monotonic() - began
+    runs = []
+    roots = [os.getpid(), *args.service_pid]
+    for _ in range(2):
+        cpu = cpu_seconds(roots)
+        summary = bootstrap_table(spark, config, schema, published_at_ms=int(time.time() * 1000))
+        cpu = cpu_seconds(roots) - cpu
+        assert summary.rows == args.rows, summary
+        runs.append(
+            {
+                "seconds": summary.seconds,
+                "rows_per_s": summary.rows_per_s,
+                "events": summary.events,
+                "cpu_us_per_row": cpu * 1e6 / summary.rows,
+            }
+        )
+    out["runs"] = runs
+    spark.stop()
+    return out
+
+
+def _build_cpu(schema: Any, spec: Any, ranges: list[tuple[int, int]]) -> float:
+    """CPU seconds of building the whole table's events in this process, after the scan."""
+    try:
+        from pipeline.cassandra_scan import scan_raw_ranges
+        from pipeline.snapshot_encoder import SnapshotEncoder
+    except ImportError:  # the checkout before the raw scan: decoded rows and snapshot_events
+        from pipeline.cassandra_scan import scan_ranges
+        from pipeline.snapshot_events import table_events
+
+        rows = list(scan_ranges(spec, ranges))
+        started = time.process_time()
+        sum(len(e) for _, e in table_events(schema, rows, cluster="bench", published_at_ms=1))
+        return time.process_time() - started
+    raw = list(scan_raw_ranges(spec, ranges))
+    started = time.process_time()
+    sum(len(e) for _, e in SnapshotEncoder(schema, cluster="bench", published_at_ms=1).events(raw))
+    return time.process_time() - started
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (children of each of its threads, recursively)."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            found.extend(_descendants(int(child)))
+    return found
+
+
+def cpu_seconds(roots: list[int]) -> float:
+    """CPU time so far of the processes under ``roots`` (their own and their reaped children's)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for root in roots:
+        for pid in _descendants(root):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+            except OSError:
+                continue
+            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return total / ticks
+
+
+def _run_measure(
+    tree: Path, args: argparse.Namespace, keyspace: str, topic: str, master: str, conf: list[str]
+) -> dict[str, Any]:
+    cmd = [
+        sys.executable, str(Path(__file__).resolve()), "--measure", "--tree", str(tree),
+        "--keyspace", keyspace, "--topic", topic, "--rows", str(args.rows), "--splits", str(args.splits),
+        "--kafka", args.kafka, "--cassandra", args.cassandra, "--master", master,
+        *(f"--spark-conf={c}" for c in conf),
+        *(f"--service-pid={pid}" for pid in _service_pids(master)),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        raise SystemExit(
+            f"measurement of {tree} ({master}) failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
+    if Path(result["code"]).resolve() != tree.resolve():
+        raise SystemExit(f"the measurement of {tree} imported the project from {result['code']}")
+    return result
+
+
+def _service_pids(master: str) -> list[int]:
+    """Kafka's and Cassandra's processes (CDC_HOME's services), and on a cluster its workers (whose
+    children are the executors): their CPU is the job's too."""
+    from infra.settings import InfraSettings
+    from infra.stack import LocalStack
+
+    stack = LocalStack(InfraSettings.from_env())
+    processes = [stack.kafka.process, stack.node(1).process]
+    if master.startswith("spark://"):
+        processes += [stack.spark.worker(i) for i in (1, 2)]
+    return [pid for pid in (p.pid() for p in processes) if pid is not None]
+
+
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--rows", type=int, default=30_000)
     parser.add_argument("--rows-per-partition", type=int, default=10)
     parser.add_argument("--splits", type=int, default=16)
-    parser.add_argument("--kafka", default="127.0.0.1:9092")
-    parser.add_argument("--cassandra", default="127.0.0.1:9042")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating runs of each checkout")
+    parser.add_argument("--kafka", default=f"127.0.0.1:{_env_port('CDC_KAFKA_PORT', 9092)}")
+    parser.add_argument("--cassandra", default=f"127.0.0.1:{_env_port('CDC_CQL_PORT', 9042)}")
+    parser.add_argument("--baseline", type=Path, help="an earlier checkout to measure beside this one")
+    parser.add_argument("--master", default="local[2]", help="a spark:// master for the cluster runs")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tree", type=Path, default=REPO, help=argparse.SUPPRESS)
+    parser.add_argument("--keyspace", help=argparse.SUPPRESS)
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument("--spark-conf", action="append", default=[], help=argparse.SUPPRESS)
+    parser.add_argument("--service-pid", action="append", type=int, default=[], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure:
+        print("RESULT " + json.dumps(measure(args)), flush=True)
+        return 0
+
+    sys.path.insert(0, str(REPO))
+    from cassandra.cluster import Cluster
+
     host, _, port = args.cassandra.partition(":")
     suffix = uuid.uuid4().hex[:8]
     keyspace, topic = f"bench_boot_{suffix}", f"bench_boot_raw_{suffix}"
-    cluster = Cluster([host], port=int(port or 9042))
+    cluster = Cluster([host], port=int(port))
     session = cluster.connect()
-    results: list[tuple[str, float, str]] = []
+    trees = [("this checkout", REPO)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in trees}
+    clustered: dict[int, dict[str, Any]] = {}
+    load_before = _load()
     try:
         write_s = write_rows(session, keyspace, args.rows, args.rows_per_partition)
         print(f"wrote {args.rows} rows in {write_s:.1f} s", flush=True)
-        schema = load_schema_from_session(session, [keyspace], with_system_schema=False).by_name(
-            keyspace, "readings"
-        )
-        assert schema is not None
         asyncio.run(_topic(args.kafka, topic, create=True))
-        lake = Path(tempfile.mkdtemp(prefix="bench-boot-"))
-        config = CdcConfig(
-            cluster="bench",
-            kafka=KafkaConfig(bootstrap_servers=args.kafka, raw_topic=topic, raw_partitions=RAW_PARTITIONS),
-            cassandra=CassandraConfig(contact_points=[host], port=int(port or 9042)),
-            pipeline=PipelineConfig(lake_directory=lake, bootstrap_splits=args.splits),
-        )
-        spark = build_spark_session(config.pipeline, "bench-bootstrap")  # type: ignore[arg-type]
-
-        started = time.monotonic()
-        scanned = scan_table(spark, config, schema, with_write_times=True).count()
-        scan_s = time.monotonic() - started
-        assert scanned == args.rows, f"scan read {scanned} rows of {args.rows}"
-        results.append(
-            ("scan (Spark, Cassandra read with WRITETIME/TTL)", scan_s, f"{scanned / scan_s:,.0f} rows/s")
-        )
-
-        rows = scan_table(spark, config, schema, with_write_times=True).collect()
-        started = time.monotonic()
-        events = sum(len(e) for _, e in table_events(schema, rows, cluster="bench", published_at_ms=1))
-        build_s = time.monotonic() - started
-        results.append(
-            ("build (one process, no I/O)", build_s, f"{len(rows) / build_s:,.0f} rows/s, {events} events")
-        )
-
-        summary = bootstrap_table(spark, config, schema, published_at_ms=int(time.time() * 1000))
-        assert summary.rows == args.rows, summary
-        results.append(
-            (
-                "bootstrap (scan + build + Kafka sink)",
-                summary.seconds,
-                f"{summary.rows_per_s:,.0f} rows/s, {summary.events} events, {summary.cells} cells",
-            )
-        )
+        for round_ in range(args.rounds):
+            order = trees if round_ % 2 == 0 else list(reversed(trees))
+            for name, tree in order:
+                result = _run_measure(tree, args, keyspace, topic, "local[2]", [])
+                results[name].append(result)
+                print(f"round {round_ + 1} {name}: {json.dumps(result)}", flush=True)
+        if args.master.startswith("spark://"):
+            for cores in (1, 2):
+                clustered[cores] = _run_measure(
+                    REPO, args, keyspace, topic, args.master, [f"spark.cores.max={cores}"]
+                )
+                print(f"cluster, {cores} cores: {json.dumps(clustered[cores])}", flush=True)
     finally:
         session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
         cluster.shutdown()
@@ -154,18 +305,77 @@ def main() -> int:
             asyncio.run(_topic(args.kafka, topic, create=False))
         except Exception as exc:  # the topic may not exist when setup failed early
             print(f"could not delete topic {topic}: {exc}")
-    lines = [
-        f"rows {args.rows}, {args.rows_per_partition} per partition, splits {args.splits}, local[2]; "
-        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}",
-        "",
-        "| phase | seconds | rate |",
-        "|---|---|---|",
-        *[f"| {name} | {seconds:.1f} | {rate} |" for name, seconds, rate in results],
-    ]
-    print("\n".join(lines))
+    report = _report(args, trees, results, clustered, load_before, _load())
+    print(report)
     if args.out:
-        args.out.write_text("\n".join(lines) + "\n")
+        previous = args.out.read_text() if args.out.exists() else ""
+        at = previous.find(ANALYSIS_HEADING)
+        args.out.write_text(report + ("\n" + previous[at:] if at >= 0 else ""))
     return 0
+
+
+def _report(
+    args: argparse.Namespace,
+    trees: list[tuple[str, Path]],
+    results: dict[str, list[dict[str, Any]]],
+    clustered: dict[int, dict[str, Any]],
+    load_before: str,
+    load_after: str,
+) -> str:
+    cmd = " ".join([".venv/bin/python bench/bootstrap.py", *sys.argv[1:]])
+    lines = [
+        "# bootstrap rows/s",
+        "",
+        f"`bench/bootstrap.py`: {args.rows:,} rows ({args.rows_per_partition} per partition, 6 cells each, one "
+        f"row in ten with a TTL), {args.splits} token ranges, raw topic of {RAW_PARTITIONS} partitions; Kafka "
+        "3.9 and one Cassandra 5.0 node on the same machine. Each run is a process of its own with its own "
+        "Spark JVM; the checkouts alternate.",
+        "",
+        "```",
+        cmd,
+        "```",
+        "",
+        f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; load "
+        f"average (1, 5, 15 min) {load_before} before, {load_after} after (other work shared the machine).",
+        "",
+        "Rates are wall clock. The CPU per row is that of every process the job used while it ran (the "
+        "Spark JVM and its Python workers, Cassandra, Kafka; on the cluster the executors), so it does not "
+        "depend on what else ran; 2 cores divided by it is the rate the job would reach with both cores "
+        "to itself.",
+        "",
+        "| checkout | build alone, one process: CPU s for the table | bootstrap on local[2], first run in "
+        "the JVM | **bootstrap on local[2], second run** | its CPU per row, all processes | 2 cores / CPU "
+        "per row |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, _ in trees:
+        runs = results[name]
+        builds = [r["build_cpu_s"] for r in runs]
+        build = median(builds)
+        first = [r["runs"][0]["rows_per_s"] for r in runs]
+        second = [r["runs"][1]["rows_per_s"] for r in runs]
+        cpu = [r["runs"][1]["cpu_us_per_row"] for r in runs]
+        lines.append(
+            f"| {name} | {build:.2f} s ({args.rows / build:,.0f} rows/s); runs "
+            f"{', '.join(f'{b:.2f}' for b in builds)} | "
+            f"{', '.join(f'{v:,.0f}' for v in first)} rows/s | "
+            f"**{median(second):,.0f} rows/s** (median of {', '.join(f'{v:,.0f}' for v in second)}) | "
+            f"{median(cpu):,.0f} µs ({', '.join(f'{v:,.0f}' for v in cpu)}) | {2e6 / median(cpu):,.0f} rows/s |"
+        )
+    if clustered:
+        lines += [
+            "",
+            f"On the standalone cluster ({args.master}, workers of 1 core and 1 GB each), this checkout, one "
+            "run each:",
+            "",
+            "| executors of 1 core (spark.cores.max) | first run | second run | its CPU per row |",
+            "|---|---|---|---|",
+        ]
+        for cores, result in clustered.items():
+            first, second = (r["rows_per_s"] for r in result["runs"])
+            cpu = result["runs"][1]["cpu_us_per_row"]
+            lines.append(f"| {cores} | {first:,.0f} rows/s | {second:,.0f} rows/s | {cpu:,.0f} µs |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ def _infra_settings(args: argparse.Namespace):
         start_timeout_s=getattr(args, "timeout", None),
         secure=True if getattr(args, "secure", False) else None,
         registry=True if getattr(args, "registry", False) else None,
+        spark=True if getattr(args, "spark", False) else None,
     )
 
 
@@ -85,6 +86,7 @@ def _cmd_infra_up(args: argparse.Namespace) -> int:
         kafka=not args.no_kafka,
         cassandra=not args.no_cassandra,
         registry=args.registry or None,
+        spark=args.spark or None,
     )
     print(format_status(stack.status()))
     return 0
@@ -152,6 +154,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     import importlib
 
     from runtime.config import ConfigError, load_config
+    from runtime.spark_kafka import check_spark_client_key
 
     _require_pipeline_extra(args.job)
     job = importlib.import_module(f"pipeline.{args.job}_job")
@@ -160,6 +163,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{config.source} has no pipeline section; `cdc pipeline` needs at least pipeline.lake_directory"
         )
+    check_spark_client_key(config.kafka)  # before Spark starts: its Java client cannot read every key
     configure_logging(verbose=args.verbose, json_lines=args.log_format == "json")
     return job.run(config, args)
 
@@ -279,6 +283,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--registry",
         action="store_true",
         help="also start the schema registry (Apicurio, Confluent API at /apis/ccompat/v7; CDC_REGISTRY=1)",
+    )
+    up.add_argument(
+        "--spark",
+        action="store_true",
+        help="also start a Spark standalone cluster from the installed PySpark: a master and "
+        "CDC_SPARK_WORKERS workers (default 2) on loopback; jobs run there with pipeline.master "
+        "spark://127.0.0.1:<CDC_SPARK_MASTER_PORT> (CDC_SPARK=1)",
     )
     up.add_argument(
         "--commitlog-sync-period-ms",

@@ -78,6 +78,20 @@ class InfraSettings:
     registry_port: int = 8081
     registry: bool = False
     """Also start the schema registry with `up` (`cdc infra up --registry`, CDC_REGISTRY=1)."""
+    spark_master_port: int = 7077
+    spark_master_ui_port: int = 8080
+    spark_worker_port: int = 7078
+    """RPC port of Spark worker 1; worker N takes this + N - 1."""
+    spark_worker_ui_port: int = 8091
+    """Web UI port of Spark worker 1; worker N takes this + N - 1 (8081, Spark's own default, is the
+    schema registry's)."""
+    spark_workers: int = 2
+    spark_worker_cores: int = 1
+    spark_worker_memory_mb: int = 1024
+    """What each worker offers its executors (pipeline.executor_memory must fit in it)."""
+    spark_daemon_heap_mb: int = 256
+    spark: bool = False
+    """Also start the Spark standalone cluster with `up` (`cdc infra up --spark`, CDC_SPARK=1)."""
     extra_cassandra_yaml: dict[str, object] = field(default_factory=dict)
     secure: bool = False
     """Kafka on SASL_SSL (SCRAM, PLAIN) and Cassandra with passwords and client TLS, instead of plaintext."""
@@ -147,6 +161,14 @@ class InfraSettings:
             "registry_port": _env_int("CDC_REGISTRY_PORT", 8081),
             "registry_heap_mb": _env_int("CDC_REGISTRY_HEAP_MB", 256),
             "registry": _env_flag("CDC_REGISTRY"),
+            "spark_master_port": _env_int("CDC_SPARK_MASTER_PORT", 7077),
+            "spark_master_ui_port": _env_int("CDC_SPARK_MASTER_UI_PORT", 8080),
+            "spark_worker_port": _env_int("CDC_SPARK_WORKER_PORT", 7078),
+            "spark_worker_ui_port": _env_int("CDC_SPARK_WORKER_UI_PORT", 8091),
+            "spark_workers": _env_int("CDC_SPARK_WORKERS", 2),
+            "spark_worker_cores": _env_int("CDC_SPARK_WORKER_CORES", 1),
+            "spark_worker_memory_mb": _env_int("CDC_SPARK_WORKER_MEMORY_MB", 1024),
+            "spark": _env_flag("CDC_SPARK"),
             "secure": _env_flag("CDC_SECURE"),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -167,12 +189,25 @@ class InfraSettings:
             "storage_port",
             "jmx_base_port",
             "registry_port",
+            "spark_master_port",
+            "spark_master_ui_port",
+            "spark_worker_port",
+            "spark_worker_ui_port",
         ):
             port = getattr(self, name)
             if not 1 <= port <= 65_535:
                 raise ValueError(f"{name}={port} is not a TCP port (set CDC_{name.upper()} to 1..65535)")
         if self.cassandra_heap_mb < 256 or self.kafka_heap_mb < 128:
             raise ValueError("cassandra_heap_mb must be >= 256 and kafka_heap_mb >= 128")
+        if not 1 <= self.spark_workers <= 8 or self.spark_worker_cores < 1:
+            raise ValueError(
+                f"spark_workers={self.spark_workers} must be 1..8 and spark_worker_cores="
+                f"{self.spark_worker_cores} at least 1 (CDC_SPARK_WORKERS, CDC_SPARK_WORKER_CORES)"
+            )
+        if self.spark_worker_memory_mb < 512:
+            raise ValueError(
+                f"spark_worker_memory_mb={self.spark_worker_memory_mb} must be >= 512 (CDC_SPARK_WORKER_MEMORY_MB)"
+            )
         if self.registry_heap_mb < 128:
             raise ValueError(
                 f"registry_heap_mb={self.registry_heap_mb} must be >= 128 (CDC_REGISTRY_HEAP_MB)"

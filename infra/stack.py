@@ -26,6 +26,7 @@ from infra.process import ephemeral_port_warnings
 from infra.registry import SchemaRegistry, registry_spec
 from infra.secure import SecureMaterial, ensure_shared_material, material
 from infra.settings import InfraSettings
+from infra.spark_cluster import SparkCluster, spark_cluster_spec
 
 Report = Callable[[str], None]
 
@@ -55,6 +56,7 @@ class LocalStack:
         self.settings = settings
         self.kafka = KafkaBroker(broker_spec(settings), settings)
         self.registry = SchemaRegistry(registry_spec(settings), settings)
+        self.spark = SparkCluster(spark_cluster_spec(settings), settings)
 
     def node(self, index: int) -> CassandraNode:
         return CassandraNode(main_cluster_spec(self.settings, index), self.settings)
@@ -106,19 +108,23 @@ class LocalStack:
         kafka: bool = True,
         cassandra: bool = True,
         registry: bool | None = None,
+        spark: bool | None = None,
         report: Report = print,
     ) -> dict[str, float | None]:
         """Start what is missing; returns seconds each start took (None: it was already running).
 
-        The schema registry starts only when asked (`registry=True`, else settings.registry), last.
+        The schema registry and the Spark cluster start only when asked (`registry=True`, `spark=True`,
+        else settings.registry, settings.spark), last.
         """
         if registry is None:
             registry = self.settings.registry
+        if spark is None:
+            spark = self.settings.spark
         if not 1 <= nodes <= MAX_NODES:
             raise ValueError(f"--nodes must be between 1 and {MAX_NODES}, got {nodes}")
         timings: dict[str, float | None] = {}
         for warning in ephemeral_port_warnings(
-            self._ports(kafka=kafka, cassandra=cassandra, registry=registry)
+            self._ports(kafka=kafka, cassandra=cassandra, registry=registry, spark=spark)
         ):
             report(warning)
         with self._lock():
@@ -140,9 +146,17 @@ class LocalStack:
                 timings["registry"] = self._start(
                     f"schema registry ({self.registry.spec.ccompat_url})", self.registry.start, report
                 )
+            if spark:
+                spec = self.spark.spec
+                timings["spark"] = self._start(
+                    f"spark master {spec.master_url} and {spec.workers} workers "
+                    f"({spec.worker_cores} cores, {spec.worker_memory_mb} MB each)",
+                    self.spark.start,
+                    report,
+                )
         return timings
 
-    def _ports(self, *, kafka: bool, cassandra: bool, registry: bool) -> dict[str, int]:
+    def _ports(self, *, kafka: bool, cassandra: bool, registry: bool, spark: bool = False) -> dict[str, int]:
         """The ports ``up`` is about to bind, by the setting that chooses each."""
         settings = self.settings
         ports: dict[str, int] = {}
@@ -159,6 +173,13 @@ class LocalStack:
             }
         if registry:
             ports["registry_port"] = settings.registry_port
+        if spark:
+            ports |= {
+                "spark_master_port": settings.spark_master_port,
+                "spark_master_ui_port": settings.spark_master_ui_port,
+                "spark_worker_port": settings.spark_worker_port,
+                "spark_worker_ui_port": settings.spark_worker_ui_port,
+            }
         return ports
 
     def _switch_mode(self, report: Report, *, kafka: bool) -> None:
@@ -198,8 +219,11 @@ class LocalStack:
         return took
 
     def down(self, *, report: Report = print) -> None:
-        """Stop the registry, every node (highest first, so the seed goes last) and then the broker."""
+        """Stop the Spark cluster, the registry, every node (highest first, so the seed goes last) and
+        then the broker."""
         with self._lock():
+            for name in self.spark.stop():
+                report(f"stopped {name}")
             if self.registry.stop():
                 report("stopped schema registry")
             for node in reversed(self.known_nodes()):
@@ -223,6 +247,7 @@ class LocalStack:
             )
         ]
         rows.extend(self._registry_status())
+        rows.extend(self._spark_status())
         for node in self.known_nodes():
             spec = node.spec
             rows.append(
@@ -254,6 +279,40 @@ class LocalStack:
                 log=str(registry.spec.log_file),
             )
         ]
+
+    def _spark_status(self) -> list[ServiceStatus]:
+        """The master's and each worker's row, once the cluster was asked for or has run under this home."""
+        cluster = self.spark
+        spec = cluster.spec
+        if not (self.settings.spark or spec.root.exists()):
+            return []
+        alive = cluster.alive_workers() if cluster.is_running() else set()
+        rows = [
+            ServiceStatus(
+                service="spark-master",
+                running=cluster.master.is_running(),
+                pid=cluster.master.pid(),
+                endpoint=f"{spec.master_url} (ui {spec.master_ui}, {len(alive)} workers alive)",
+                data=str(spec.root),
+                log=str(spec.master_log),
+            )
+        ]
+        for index in cluster.known_workers():
+            worker = cluster.worker(index)
+            port = spec.worker_port + index - 1
+            registered = "registered" if port in alive else "not registered"
+            rows.append(
+                ServiceStatus(
+                    service=f"spark-worker-{index}",
+                    running=worker.is_running(),
+                    pid=worker.pid(),
+                    endpoint=f"127.0.0.1:{port} (ui :{spec.worker_ui_port + index - 1}, "
+                    f"{spec.worker_cores} cores, {spec.worker_memory_mb} MB, {registered})",
+                    data=str(spec.worker_dir(index)),
+                    log=str(spec.worker_log(index)),
+                )
+            )
+        return rows
 
     def _client_files(self) -> dict[str, str]:
         files = material(self.settings)

@@ -25,7 +25,7 @@ from cassandra_model.table_schema import TableSchema
 from pipeline.cassandra_scan import check_table, scan_spec, scan_table
 from pipeline.errors import PipelineError, spark_failure_line
 from pipeline.kafka_source import kafka_failure, kafka_format, spark_kafka_failure
-from pipeline.snapshot_events import table_events
+from pipeline.snapshot_encoder import SnapshotEncoder
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
 from runtime.config import CdcConfig
@@ -158,15 +158,19 @@ def bootstrap_table(
 
     def build(rows: Any) -> Any:
         counted = _Counted(rows)
-        for _, events in table_events(schema, counted, cluster=cluster, published_at_ms=published_at_ms):
-            counters["partitions"].add(1)
-            for event in events:
-                counters["cells"].add(event.cells)
-                counters["events"].add(1)
+        encoder = SnapshotEncoder(schema, cluster=cluster, published_at_ms=published_at_ms)
+        partitions = cells = events = 0
+        for _, built in encoder.events(counted):
+            partitions += 1
+            for event in built:
+                cells += event.cells
+                events += 1
                 yield (event.key, event.value)
+        for name, count in (("partitions", partitions), ("cells", cells), ("events", events)):
+            counters[name].add(count)
         counters["rows"].add(counted.count)
 
-    rows = scan_table(spark, config, schema, with_write_times=True, splits=splits)
+    rows = scan_table(spark, config, schema, with_write_times=True, splits=splits, raw=True)
     frame = spark.createDataFrame(
         rows.mapPartitions(build),
         StructType([StructField("key", BinaryType(), False), StructField("value", BinaryType(), False)]),

@@ -28,11 +28,17 @@ so the CA (and client key) files must be readable at the same paths on every exe
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import logging
+import pickle
+import struct
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cassandra_model.table_schema import TableSchema
 from pipeline.errors import PipelineError, ServiceUnreachable
@@ -175,7 +181,55 @@ def scan_spec(
     )
 
 
-def connect(spec: ScanSpec) -> tuple[Any, Any]:
+_I32 = struct.Struct(">i")
+
+
+def _raw_rows(data: bytes, count: int, width: int) -> list[list[bytes | None]]:
+    """``count`` rows of ``width`` values from a result's row data: each the protocol's bytes (int32
+    length, then the bytes; -1 is null), not decoded."""
+    rows = []
+    pos = 0
+    unpack = _I32.unpack_from
+    for _ in range(count):
+        row: list[bytes | None] = []
+        for _ in range(width):
+            (size,) = unpack(data, pos)
+            pos += 4
+            if size < 0:
+                row.append(None)
+            else:
+                row.append(data[pos : pos + size])
+                pos += size
+        rows.append(row)
+    return rows
+
+
+def _raw_protocol_handler() -> Any:
+    """A cassandra-driver protocol handler whose result rows are lists of the values' bytes (the
+    bootstrap encodes them into cells as they are: ``pipeline.snapshot_encoder``)."""
+    from cassandra.protocol import ResultMessage, _ProtocolHandler, read_int
+
+    class RawRowsMessage(ResultMessage):  # type: ignore[misc]
+        def recv_results_rows(
+            self, f: Any, protocol_version: int, user_type_map: Any, result_metadata: Any, policy: Any
+        ) -> None:
+            self.recv_results_metadata(f, user_type_map)
+            column_metadata = self.column_metadata or result_metadata
+            count = read_int(f)
+            self.parsed_rows = _raw_rows(f.read(), count, len(column_metadata))
+            self.column_names = [c[2] for c in column_metadata]
+            self.column_types = [c[3] for c in column_metadata]
+
+    class RawRowsHandler(_ProtocolHandler):  # type: ignore[misc]
+        message_types_by_opcode: ClassVar[dict[int, Any]] = {
+            **_ProtocolHandler.message_types_by_opcode,
+            ResultMessage.opcode: RawRowsMessage,
+        }
+
+    return RawRowsHandler
+
+
+def connect(spec: ScanSpec, *, raw: bool = False) -> tuple[Any, Any]:
     """A cassandra-driver (cluster, session) for one task, with the config's login and TLS.
 
     A refused login or a failed TLS handshake is a PipelineError naming the setting to fix (no secret);
@@ -197,11 +251,18 @@ def connect(spec: ScanSpec) -> tuple[Any, Any]:
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=spec.connect_timeout_s,
             control_connection_timeout=spec.connect_timeout_s,
+            # a scan queries one table by token range: it needs neither the ring (a range query has no
+            # routing key) nor the schema of every keyspace, which a connection otherwise reads and parses
+            # (the bootstrap's tasks spent more CPU, the node's included, on that than on their rows),
+            # except to decode user-defined types into classes of ours
+            schema_metadata_enabled=bool(spec.udts) and not raw,
+            token_metadata_enabled=False,
         )
     except ClientSetupError as exc:  # an unreadable CA or key file, a login without its password
         raise PipelineError(f"cannot connect to Cassandra to scan {spec.table_name}: {exc}") from None
-    for keyspace, name in spec.udts:
-        cluster.register_user_type(keyspace, name, UdtValue)
+    if not raw:  # the raw scan keeps every value as its bytes
+        for keyspace, name in spec.udts:
+            cluster.register_user_type(keyspace, name, UdtValue)
     try:
         session = cluster.connect()
     except (NoHostAvailable, AuthenticationFailed, OSError) as exc:
@@ -214,13 +275,13 @@ def connect(spec: ScanSpec) -> tuple[Any, Any]:
             f"cannot reach Cassandra at {spec.endpoints} (config cassandra.contact_points, cassandra.port) to "
             f"scan {spec.table_name}: {detail}"
         ) from exc
-    session.client_protocol_handler = _ProtocolHandler
+    session.client_protocol_handler = _raw_protocol_handler() if raw else _ProtocolHandler
     return cluster, session
 
 
 def check_table(spec: ScanSpec) -> None:
     """Fail early, on the driver, when Cassandra is unreachable or refuses the scan query."""
-    cluster, session = connect(spec)
+    cluster, session = connect(spec, raw=True)
     try:
         _prepare(session, spec)
     finally:
@@ -250,11 +311,49 @@ def _prepare(session: Any, spec: ScanSpec) -> Any:
     return statement
 
 
-def scan_ranges(spec: ScanSpec, ranges: Iterable[tuple[int, int]]) -> Iterator[dict[str, Any]]:
-    """Rows of the given token ranges, one connection for all of them (closed when done)."""
-    cluster, session = connect(spec)
+#: open connections of this process, by what makes them (login, TLS, protocol handler): a Python worker of
+#: Spark runs task after task, and a connection costs a handshake and its queries each time, on the node too
+_SESSIONS: OrderedDict[bytes, tuple[Any, Any, dict[str, Any]]] = OrderedDict()
+_SESSIONS_KEPT = 4
+
+
+def _close_sessions() -> None:
+    while _SESSIONS:
+        _, (cluster, _, _) = _SESSIONS.popitem()
+        cluster.shutdown()
+
+
+atexit.register(_close_sessions)
+
+
+@contextmanager
+def _task_statement(spec: ScanSpec, *, raw: bool) -> Iterator[tuple[Any, Any]]:
+    """(session, prepared scan statement) for a task: this process's connection for the spec's cassandra
+    section, opened on first use and kept for the next task; dropped if a query fails on it."""
+    key = hashlib.sha256(pickle.dumps((spec.cassandra, spec.udts, raw))).digest()
+    entry = _SESSIONS.get(key)
+    if entry is None:
+        cluster, session = connect(spec, raw=raw)
+        entry = _SESSIONS[key] = (cluster, session, {})
+        while len(_SESSIONS) > _SESSIONS_KEPT:
+            _SESSIONS.popitem(last=False)[1][0].shutdown()
+    _SESSIONS.move_to_end(key)
+    cluster, session, statements = entry
+    query = spec.select()
     try:
-        statement = _prepare(session, spec)
+        statement = statements.get(query)
+        if statement is None:
+            statement = statements[query] = _prepare(session, spec)
+        yield session, statement
+    except BaseException:
+        _SESSIONS.pop(key, None)
+        cluster.shutdown()
+        raise
+
+
+def scan_ranges(spec: ScanSpec, ranges: Iterable[tuple[int, int]]) -> Iterator[dict[str, Any]]:
+    """Rows of the given token ranges (one connection per process, kept between tasks)."""
+    with _task_statement(spec, raw=False) as (session, statement):
         names = spec.columns
         timed = [(write_time_key(n), ttl_key(n)) for n in spec.timed_columns]
         for start, end in ranges:
@@ -269,8 +368,17 @@ def scan_ranges(spec: ScanSpec, ranges: Iterable[tuple[int, int]]) -> Iterator[d
                         position += 2
                     row[SCAN_TIME_KEY] = scan_time
                 yield row
-    finally:
-        cluster.shutdown()
+
+
+def scan_raw_ranges(spec: ScanSpec, ranges: Iterable[tuple[int, int]]) -> Iterator[list[Any]]:
+    """The rows of the given token ranges with write times, undecoded (``snapshot_encoder``'s raw rows:
+    the values' bytes, then the scan time); one connection per process, kept between tasks."""
+    with _task_statement(spec, raw=True) as (session, statement):
+        for start, end in ranges:
+            scan_time = int(time.time())
+            for row in session.execute(statement, (start, end)):
+                row.append(scan_time)
+                yield row
 
 
 def scan_table(
@@ -281,14 +389,15 @@ def scan_table(
     with_write_times: bool,
     consistency: str | None = None,
     splits: int | None = None,
-) -> RDD[dict[str, Any]]:
-    """Every row of a table as an RDD of dicts (see the module docstring), one Spark partition per token
-    range (``splits``, default ``pipeline.bootstrap_splits``). Checks on the driver first that Cassandra
-    answers and accepts the query, so a bad address or schema fails with a clear error, not in a task."""
+    raw: bool = False,
+) -> RDD[Any]:
+    """Every row of a table as an RDD of dicts (see the module docstring), or with ``raw`` (and write
+    times) of undecoded rows (``scan_raw_ranges``), one Spark partition per token range (``splits``,
+    default ``pipeline.bootstrap_splits``). Checks on the driver first that Cassandra answers and accepts
+    the query, so a bad address or schema fails with a clear error, not in a task."""
     spec = scan_spec(config, schema, with_write_times=with_write_times, consistency=consistency)
     count = splits if splits is not None else (config.pipeline.bootstrap_splits if config.pipeline else 64)
     ranges = token_ranges(count)
     check_table(spec)
-    return spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(
-        lambda part: scan_ranges(spec, part)
-    )
+    scan = scan_raw_ranges if raw else scan_ranges
+    return spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(lambda part: scan(spec, part))

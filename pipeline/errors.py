@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
+#: the qualified class name Python's traceback puts before the message of one of these errors
+_OUR_ERROR = re.compile(r"^pipeline\.errors\.\w+: ")
+
 
 class PipelineError(RuntimeError):
     """A Spark job cannot start or cannot go on (missing jars, unreachable service, bad input)."""
@@ -26,7 +31,7 @@ def spark_failure_line(exc: BaseException) -> str:
     ]
     for line in reversed(lines):
         if "Error:" in line and "py4j" not in line:
-            return line
+            return _OUR_ERROR.sub("", line)
     causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
     if causes:
         return causes[-1]

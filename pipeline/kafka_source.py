@@ -23,7 +23,7 @@ from pipeline.errors import PipelineError, ServiceUnreachable
 from runtime.config import KafkaConfig
 from runtime.kafka_clients import KafkaAccessError, diagnose_kafka, explain_kafka_error
 from runtime.secrets import Secret, scrub
-from runtime.spark_kafka import spark_kafka_options
+from runtime.spark_kafka import pbes2_advice, spark_kafka_options
 from runtime.tls import ClientSetupError
 
 #: options of ``spark.read(Stream).format("kafka")``, passed to the executors' consumers
@@ -85,8 +85,7 @@ def spark_kafka_failure(text: str, kafka: KafkaConfig) -> str:
         return (
             f"config key kafka.security.key_file: the Java Kafka client of the Spark jobs cannot decrypt "
             f"{key_file}, encrypted with PBES2 (openssl pkcs8's default), which this Java does not support; "
-            f"encrypt it with `openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES -in <plain key> -out <new file>` or leave "
-            f"it unencrypted (-nocrypt) in a file only this user can read ({text})"
+            f"{pbes2_advice(key_file)} ({text})"
         )
     reason = _diagnose(kafka)  # the Java client's own words seldom name the setting at fault
     return text if reason is None else f"{reason} ({text})"

@@ -14,14 +14,17 @@ import logging
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cassandra_model.table_schema import TableSchema
-from pipeline.errors import PipelineError
+from pipeline.clean_records import CleanTopics, as_json_keys, as_json_values
+from pipeline.errors import PipelineError, spark_failure_line
 from pipeline.kafka_source import BACKLOG_READ_OPTIONS, kafka_format, spark_kafka_failure
 from pipeline.lake_merge import RECORDS_COLUMN, BatchResult, LakeWriter, latest_records
 from pipeline.pinned_frame import pinned
@@ -80,11 +83,7 @@ class LakeJob:
     ) -> None:
         if config.pipeline is None:
             raise PipelineError("the lake job needs a pipeline section (pipeline.lake_directory)")
-        if config.worker is not None and config.worker.encoding != "json":
-            raise PipelineError(
-                f"the lake job reads JSON clean topics; worker.encoding is {config.worker.encoding!r} "
-                "(run the workers that feed the lake with encoding: json)"
-            )
+        self.encoding, self.registry_url = clean_encoding(config)
         self.spark = spark
         self.config = config
         self.pipeline: PipelineConfig = config.pipeline
@@ -120,6 +119,14 @@ class LakeJob:
             return None
         return schemas.get((keyspace, table))
 
+    def _clean_topics(self, schemas: dict[tuple[str, str], TableSchema]) -> CleanTopics:
+        tables = {
+            clean_topic_name(self.pipeline.clean_topic_prefix, t.keyspace, t.table): t
+            for key, t in schemas.items()
+            if self.table_filter is None or key in self.table_filter
+        }
+        return CleanTopics(self.encoding, self.registry_url, tables)
+
     def merge_batch(self, batch: DataFrame, batch_id: int) -> BatchResult:
         """foreachBatch: every table's changes of the micro-batch into its Delta table."""
         started = time.monotonic()
@@ -129,10 +136,15 @@ class LakeJob:
         # the schemas read are as new as the ones that were current when those records were emitted
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lake-schemas") as reader:
             newest = reader.submit(load_table_schemas, self.config.kafka)
+            topics = None
+            if self.encoding != "json":  # keys decoded before the latest record of each is found
+                topics = self._clean_topics(newest.result())
+                batch = as_json_keys(batch, topics)
             # tombstones too: after compaction one may be all that is left of a delete
             with pinned(latest_records(batch)) as latest:
                 totals = latest.groupBy("topic").agg(F.sum(RECORDS_COLUMN).alias("records")).collect()
-                self._merge_topics(latest, {r.topic: r.records for r in totals}, newest.result(), result)
+                schemas = newest.result()
+                self._merge_topics(latest, {r.topic: r.records for r in totals}, schemas, topics, result)
         result.seconds = time.monotonic() - started
         self.summary.add(result)
         if result.tables:
@@ -148,20 +160,31 @@ class LakeJob:
         latest: DataFrame,
         counts: dict[str, int],
         schemas: dict[tuple[str, str], TableSchema],
+        topics: CleanTopics | None,
         result: BatchResult,
     ) -> None:
-        """Each topic's latest records into its table; a topic with no table on the schema topic is skipped."""
-        for topic, count in sorted(counts.items()):
-            schema = self._table_of(topic, schemas)
-            if schema is None:
-                result.skipped_topics.append(topic)
-                log.warning(
-                    "lake: %s has no table on the schema topic (dropped?); its records skipped", topic
-                )
-                continue
-            result.tables.append(self.writer.merge(latest.where(F.col("topic") == topic), schema, count))
-            if result.batch_id % TOMBSTONE_PURGE_EVERY == TOMBSTONE_PURGE_EVERY - 1:
-                self.writer.forget_old_tombstones(schema, self.pipeline.tombstone_retention_s)
+        """Each topic's latest records into its table; a topic with no table on the schema topic is skipped.
+
+        Every table's changes are parsed and checked before the first is written, so a bad record stops
+        the batch with nothing of it in the lake (the stream's checkpoint still points before it)."""
+        with ExitStack() as stack:
+            parsed = []
+            for topic, count in sorted(counts.items()):
+                schema = self._table_of(topic, schemas)
+                if schema is None:
+                    result.skipped_topics.append(topic)
+                    log.warning(
+                        "lake: %s has no table on the schema topic (dropped?); its records skipped", topic
+                    )
+                    continue
+                records = latest.where(F.col("topic") == topic)
+                if topics is not None:
+                    records = as_json_values(records, topics)
+                parsed.append(self.writer.parse(records, schema, count, stack))
+            for changes in parsed:
+                result.tables.append(self.writer.apply(changes))
+                if result.batch_id % TOMBSTONE_PURGE_EVERY == TOMBSTONE_PURGE_EVERY - 1:
+                    self.writer.forget_old_tombstones(changes.schema, self.pipeline.tombstone_retention_s)
 
     def run(self) -> LakeSummary:
         started = time.monotonic()
@@ -187,18 +210,32 @@ class LakeJob:
                 query.awaitTermination(10)
         except KeyboardInterrupt:
             query.stop()
+        except StreamingQueryException:
+            pass  # the query's exception, below, says why
         self.summary.seconds = time.monotonic() - started
         error: Any = query.exception()
         if error is not None:
+            text = str(getattr(error, "desc", None) or error)
             raise PipelineError(
-                f"the lake stream failed: {spark_kafka_failure(_first_line(error), self.config.kafka)}"
+                f"the lake stream failed, nothing of its last micro-batch is in the lake: "
+                f"{spark_kafka_failure(spark_failure_line(text), self.config.kafka)}"
             )
         return self.summary
 
 
-def _first_line(error: Any) -> str:
-    text = str(getattr(error, "desc", None) or error)
-    return text.strip().splitlines()[0] if text.strip() else repr(error)
+def clean_encoding(config: CdcConfig) -> tuple[str, str | None]:
+    """The clean topics' encoding and (for Avro) the registry URL: ``pipeline.encoding`` and
+    ``pipeline.schema_registry_url``, else the worker section's, else JSON."""
+    assert config.pipeline is not None
+    worker = config.worker
+    encoding = config.pipeline.encoding or (worker.encoding if worker is not None else "json")
+    url = config.pipeline.schema_registry_url or (worker.schema_registry_url if worker is not None else None)
+    if encoding == "avro" and not url:
+        raise PipelineError(
+            "config key pipeline.schema_registry_url is required to read Avro clean topics (pipeline.encoding "
+            "or worker.encoding is 'avro'): the registry the workers write their schemas to"
+        )
+    return encoding, url
 
 
 def run(config: CdcConfig, args: argparse.Namespace) -> int:

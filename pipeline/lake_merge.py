@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,7 +154,8 @@ def parse_changes(latest: DataFrame, schema: TableSchema) -> DataFrame:
         F.col(OFFSET_COLUMN),
         deleted.alias(_DELETED),
     ]
-    bad = ~F.col("_tombstone") & F.col("e").isNull()
+    # Spark's JSON reader gives a struct of nulls for text that is not JSON: every change event has an op
+    bad = ~F.col("_tombstone") & (F.col("e").isNull() | F.col("e.op").isNull())
     return parsed.select(*lake_columns(schema, F.col("e.after")), *meta, bad.alias("_bad"))
 
 
@@ -174,6 +176,19 @@ def existing_table(spark: SparkSession, path: Path, schema: StructType) -> Delta
 def _metric(metrics: DataFrame, name: str) -> int:
     row = metrics.first()
     return int(row[name]) if row is not None and name in row.asDict() and row[name] is not None else 0
+
+
+@dataclass(slots=True)
+class ParsedChanges:
+    """One table's latest changes of a micro-batch, parsed, checked and pinned, ready to be written."""
+
+    schema: TableSchema
+    changes: DataFrame
+    count: int
+    """Clean records of the table in the batch."""
+    latest: int
+    """Keys with a change (the rows of ``changes``)."""
+    deletes: int
 
 
 @dataclass(slots=True)
@@ -222,50 +237,79 @@ class LakeWriter:
 
     def merge(self, latest: DataFrame, schema: TableSchema, count: int) -> TableBatchResult:
         """Apply one table's ``latest_records`` (of ``count`` clean records) to its Delta table."""
-        result = TableBatchResult(schema.name, changes=count)
-        with pinned(parse_changes(latest, schema)) as changes:
-            totals = changes.agg(
-                F.count(F.lit(1)).alias("latest"),
-                F.sum(F.col("_bad").cast("int")).alias("bad"),
-                F.sum(F.col(_DELETED).cast("int")).alias("deletes"),
-            ).first()
-            assert totals is not None
-            if totals["bad"]:
-                raise PipelineError(
-                    f"{schema.name}: a clean record is not a JSON change event (is worker.encoding avro? "
-                    "the lake job reads JSON clean topics)"
-                )
-            table = self._table(schema)
-            fresh = changes
-            screened = table.has_tombstones
-            if screened:  # a change older than a delete the lake already applied is stale
-                known = self.spark.read.format("delta").load(str(table.tombstones))
-                fresh = changes.alias("s").join(
-                    known.alias("t"),
-                    F.expr(f"s.{KEY_COLUMN} = t.{KEY_COLUMN} AND {_newer('t', 's')}"),
-                    "left_anti",
-                )
-            if table.target is None and self._create(table, fresh, totals["latest"]):
-                # nothing to match in a table that did not exist: every change that is not a delete is
-                # a row of it. Counted here only when no tombstone could have held a change back
-                result.inserted = (
-                    fresh.where(~F.col(_DELETED)).count()
-                    if screened
-                    else totals["latest"] - totals["deletes"]
-                )
-            else:
-                result.inserted, result.updated, result.deleted = self._merge_into(table, fresh)
-            applied = result.inserted + result.updated + result.deleted
-            result.unapplied = max(0, totals["latest"] - applied)
-            if totals["deletes"]:
-                # appended, not merged: the anti-join above only asks whether some tombstone of the key
-                # is newer than the change, so older or repeated tombstones are harmless until purged.
-                # One file a batch (a batch's deletes are few): each file is one more for auto compaction
-                # to rewrite and for every snapshot of the table to list
-                changes.where(F.col(_DELETED)).select(
-                    KEY_COLUMN, PARTITION_COLUMN, OFFSET_COLUMN, EMITTED_COLUMN
-                ).coalesce(1).write.format("delta").mode("append").save(str(table.tombstones))
-                table.has_tombstones = True
+        with ExitStack() as stack:
+            return self.apply(self.parse(latest, schema, count, stack))
+
+    def parse(self, latest: DataFrame, schema: TableSchema, count: int, stack: ExitStack) -> ParsedChanges:
+        """One table's ``latest_records`` (JSON change events) parsed into the lake layout, pinned until
+        ``stack`` closes, and checked: a record that is not a JSON change event stops the batch here,
+        before ``apply`` writes anything, with an error naming its topic, partition and offset."""
+        changes = stack.enter_context(pinned(parse_changes(latest, schema)))
+        totals = changes.agg(
+            F.count(F.lit(1)).alias("latest"),
+            F.sum(F.col("_bad").cast("int")).alias("bad"),
+            F.sum(F.col(_DELETED).cast("int")).alias("deletes"),
+        ).first()
+        assert totals is not None
+        if totals["bad"]:
+            raise self._not_json(latest, changes, schema, totals["bad"])
+        return ParsedChanges(schema, changes, count, totals["latest"], totals["deletes"] or 0)
+
+    @staticmethod
+    def _not_json(latest: DataFrame, changes: DataFrame, schema: TableSchema, bad: int) -> PipelineError:
+        from pipeline.clean_records import wrong_encoding
+
+        first = (
+            changes.where("_bad")
+            .orderBy(PARTITION_COLUMN, OFFSET_COLUMN)
+            .select(PARTITION_COLUMN, OFFSET_COLUMN)
+            .first()
+        )
+        assert first is not None
+        partition, offset = first[PARTITION_COLUMN], first[OFFSET_COLUMN]
+        record = latest.where(
+            (F.col(PARTITION_COLUMN) == partition) & (F.col(OFFSET_COLUMN) == offset)
+        ).first()
+        topic = record["topic"] if record is not None else schema.name
+        value = bytes(record["value"]) if record is not None and record["value"] is not None else None
+        return PipelineError(
+            f"lake: {topic} partition {partition} offset {offset} ({bad} such records in the batch): "
+            f"{wrong_encoding('value', value, 'json')}"
+        )
+
+    def apply(self, parsed: ParsedChanges) -> TableBatchResult:
+        """Write one table's parsed changes of the batch into its Delta table."""
+        schema, changes = parsed.schema, parsed.changes
+        result = TableBatchResult(schema.name, changes=parsed.count)
+        table = self._table(schema)
+        fresh = changes
+        screened = table.has_tombstones
+        if screened:  # a change older than a delete the lake already applied is stale
+            known = self.spark.read.format("delta").load(str(table.tombstones))
+            fresh = changes.alias("s").join(
+                known.alias("t"),
+                F.expr(f"s.{KEY_COLUMN} = t.{KEY_COLUMN} AND {_newer('t', 's')}"),
+                "left_anti",
+            )
+        if table.target is None and self._create(table, fresh, parsed.latest):
+            # nothing to match in a table that did not exist: every change that is not a delete is
+            # a row of it. Counted here only when no tombstone could have held a change back
+            result.inserted = (
+                fresh.where(~F.col(_DELETED)).count() if screened else parsed.latest - parsed.deletes
+            )
+        else:
+            result.inserted, result.updated, result.deleted = self._merge_into(table, fresh)
+        applied = result.inserted + result.updated + result.deleted
+        result.unapplied = max(0, parsed.latest - applied)
+        if parsed.deletes:
+            # appended, not merged: the anti-join above only asks whether some tombstone of the key
+            # is newer than the change, so older or repeated tombstones are harmless until purged.
+            # One file a batch (a batch's deletes are few): each file is one more for auto compaction
+            # to rewrite and for every snapshot of the table to list
+            changes.where(F.col(_DELETED)).select(
+                KEY_COLUMN, PARTITION_COLUMN, OFFSET_COLUMN, EMITTED_COLUMN
+            ).coalesce(1).write.format("delta").mode("append").save(str(table.tombstones))
+            table.has_tombstones = True
         return result
 
     def _create(self, table: _TableState, fresh: DataFrame, rows: int) -> bool:

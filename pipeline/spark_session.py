@@ -11,13 +11,16 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from infra.artifacts import ensure_spark_connectors
 from infra.settings import InfraSettings
-from pipeline.errors import ConnectorJarsMissing, PipelineError
+from pipeline.errors import ConnectorJarsMissing, PipelineError, ServiceUnreachable
+from pipeline.executor_code import executor_code_zip
 from runtime.config import PipelineConfig
 from runtime.spark_kafka import SPARK_REDACTION_CONF
 
@@ -38,6 +41,10 @@ SECRET_REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|jaas|keystore
 
 #: every session: plans, logs and dumps show the Kafka options that hold secrets as `*********(redacted)`
 REDACTION_CONF: dict[str, str] = {**SPARK_REDACTION_CONF, "spark.redaction.regex": SECRET_REDACTION_REGEX}
+
+
+#: how long a job on a cluster waits for its first executor before it gives up with a clear error
+EXECUTOR_WAIT_S = 120.0
 
 
 def _artifact(jar: Path) -> str:
@@ -67,18 +74,53 @@ def connector_jars(settings: InfraSettings | None = None) -> list[Path]:
     return [j for j in jars if _artifact(j) not in bundled]
 
 
+def is_local(master: str) -> bool:
+    """Whether a master runs the job in this process (``local``, ``local[N]``), not on a cluster."""
+    return master == "local" or master.startswith("local[")
+
+
+def check_master(master: str, timeout_s: float = 5.0) -> None:
+    """For a standalone master (``spark://host:port[,host:port]``), that one of them accepts a connection:
+    Spark itself would retry for a minute and then leave the job hanging without executors."""
+    if not master.startswith("spark://"):
+        return
+    endpoints = master.removeprefix("spark://").split(",")
+    reasons = []
+    for endpoint in endpoints:
+        host, _, port = endpoint.rpartition(":")
+        if not host or not port.isdigit():
+            raise PipelineError(
+                f"config key pipeline.master: {master!r} is not spark://host:port[,host:port]"
+            )
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s):
+                return
+        except OSError as exc:
+            reasons.append(f"{endpoint}: {exc.strerror or exc}")
+    raise ServiceUnreachable(
+        f"cannot reach the Spark master {master} (config pipeline.master): {'; '.join(reasons)}; is it "
+        "running (`cdc infra up --spark` starts a local one; `cdc infra status` shows its address)?"
+    )
+
+
 def build_spark_session(
     config: PipelineConfig, app_name: str, *, extra: dict[str, str] | None = None
 ) -> SparkSession:
-    """A SparkSession for one job (or the one a test session shares); reuses a running one."""
+    """A SparkSession for one job (or the one a test session shares); reuses a running one.
+
+    On a cluster (any master but ``local[N]``) the project's code goes to the executors with the job
+    (``pipeline.executor_code``), and the job waits until it has an executor before it starts work."""
     from pyspark.sql import SparkSession
 
     from infra.toolchain import find_java
     from pipeline.lake_schema import UNIQUE_META_COLUMNS
 
+    local = is_local(config.master)
+    check_master(config.master)
     java = find_java()
     os.environ.setdefault("JAVA_HOME", str(Path(java.executable).resolve().parent.parent))
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    # the executors' interpreter: PySpark takes it from this variable when the context starts
+    os.environ["PYSPARK_PYTHON"] = config.executor_python or sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (
@@ -89,6 +131,7 @@ def build_spark_session(
         # the throughput collector: jobs here are batch-like (bench/lake_pipeline.md: compared with G1 only
         # across separate JVMs, where it warmed up somewhat faster)
         .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
+        .config("spark.executor.extraJavaOptions", "-XX:+UseParallelGC")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
@@ -111,12 +154,16 @@ def build_spark_session(
     )
     for column in UNIQUE_META_COLUMNS:  # no dictionary: every value would enter it (lake_schema)
         builder = builder.config(f"parquet.enable.dictionary#{column}", "false")
-    for key, value in {**(extra or {}), **REDACTION_CONF}.items():  # no caller may weaken the redaction
+    settings = {**config.spark_conf, **(extra or {}), **REDACTION_CONF}  # no one may weaken the redaction
+    for key, value in settings.items():
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # the JVM failed to start; py4j says little, so say what was tried
         raise PipelineError(f"Spark ({config.master}) did not start: {exc}") from exc
+    if not local:
+        _ship_code(spark)
+        _wait_for_executors(spark, config.master)
     for key, value in SPARK_REDACTION_CONF.items():  # a session that was running already gets it too
         spark.conf.set(key, value)
     spark.sparkContext.setLogLevel("WARN")
@@ -131,3 +178,30 @@ def build_spark_session(
     # py4j logs every connection it closes at INFO, the last ones after the process's streams are gone
     logging.getLogger("py4j").setLevel(logging.WARNING)
     return spark
+
+
+def _ship_code(spark: SparkSession) -> None:
+    """The project's code to every executor of the application (once per SparkContext)."""
+    context = spark.sparkContext
+    archive = executor_code_zip()
+    if archive.name not in getattr(context, "_python_includes", []):
+        context.addPyFile(str(archive))
+
+
+def _wait_for_executors(spark: SparkSession, master: str, timeout_s: float = EXECUTOR_WAIT_S) -> None:
+    """Return once the cluster gave the application an executor; a clear error when it gives none (no
+    worker registered, or none with the cores and memory the job asks for), where Spark would wait without
+    end, warning that the job "has not accepted any resources"."""
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while len(tracker.getExecutorInfos()) < 2:  # the driver is one of them
+        if time.monotonic() > deadline:
+            memory = spark.conf.get("spark.executor.memory", "1g")
+            spark.stop()
+            raise PipelineError(
+                f"the Spark master {master} (config pipeline.master) gave this job no executor within "
+                f"{timeout_s:.0f} s: does it have a worker alive (its web UI lists them; `cdc infra status` "
+                f"for the local cluster) with a free core and {memory} of memory (spark.executor.memory, "
+                "set in pipeline.spark_conf)?"
+            )
+        time.sleep(0.2)

@@ -274,6 +274,18 @@ class PipelineConfig:
     """Rows per page when scanning Cassandra."""
     scan_consistency: Literal["ONE", "LOCAL_QUORUM", "QUORUM", "ALL"] = "LOCAL_QUORUM"
     """Consistency of bootstrap reads; reconcile always reads at ALL."""
+    encoding: Literal["json", "json_schema", "avro"] | None = None
+    """How the clean topics the lake job reads are encoded (the workers' ``worker.encoding``); unset: that
+    key when the file has a worker section, else ``json``."""
+    schema_registry_url: str | None = None
+    """The registry the Avro clean topics' schemas are in; unset: ``worker.schema_registry_url``."""
+    executor_python: str | None = None
+    """The Python interpreter of the executors of a cluster (``master: spark://...``, ``yarn``, ``k8s://``);
+    it needs the pipeline's dependencies installed. Unset: the path of the one running the job, which suits
+    executors on this machine."""
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    """More Spark settings for every job, e.g. ``spark.executor.memory: 2g`` or ``spark.cores.max: 4`` on a
+    cluster; they take precedence over the jobs' own, except the redaction of secrets."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -526,6 +538,29 @@ def _check_pipeline(values: dict[str, Any], prefix: str, origin: dict[str, str])
     if memory is not None and not re.fullmatch(r"[1-9][0-9]*[kmgKMG]", memory):
         raise ConfigError(
             f"config key {prefix}driver_memory: {memory!r} must look like 512m or 2g ({source('driver_memory')})"
+        )
+    conf = values.get("spark_conf")
+    if conf is not None:
+        for name, value in conf.items():
+            if not isinstance(name, str) or not name.startswith("spark."):
+                raise ConfigError(
+                    f"config key {prefix}spark_conf: {name!r} is not a Spark setting (spark.*) "
+                    f"({source('spark_conf')})"
+                )
+            if name == "spark.master":
+                raise ConfigError(
+                    f"config key {prefix}spark_conf: set the master with {prefix}master, not spark.master "
+                    f"({source('spark_conf')})"
+                )
+            if isinstance(value, dict | list) or value is None:
+                raise ConfigError(
+                    f"config key {prefix}spark_conf.{name}: expected a value, got {value!r} "
+                    f"({source('spark_conf')})"
+                )
+            conf[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    if values.get("encoding") == "avro" and values.get("schema_registry_url") == "":
+        raise ConfigError(
+            f"config key {prefix}schema_registry_url is empty ({source('schema_registry_url')})"
         )
     master = values.get("master")
     if master is not None and not re.fullmatch(r"local(\[(\*|[1-9][0-9]*)\])?|(spark|yarn|k8s)\S*", master):

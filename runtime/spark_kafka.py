@@ -19,6 +19,8 @@ Where they can show:
 
 from __future__ import annotations
 
+import base64
+import binascii
 from pathlib import Path
 
 from runtime.config import KafkaConfig
@@ -39,6 +41,61 @@ _LOGIN_MODULES = {
 }
 _PKCS8 = "-----BEGIN PRIVATE KEY-----"
 _PKCS8_ENCRYPTED = "-----BEGIN ENCRYPTED PRIVATE KEY-----"
+_PKCS8_ENCRYPTED_END = "-----END ENCRYPTED PRIVATE KEY-----"
+#: DER of the object identifier of PBES2 (1.2.840.113549.1.5.13, RFC 8018), the scheme `openssl pkcs8
+#: -topk8` uses unless told `-v1`: Java 17's EncryptedPrivateKeyInfo, which the Kafka client's PEM key
+#: loader relies on, has no PBES2 key factory ("PBES2 SecretKeyFactory not available")
+_PBES2_OID = bytes.fromhex("06092a864886f70d01050d")
+
+
+def _der_header(data: bytes, at: int) -> tuple[int, int, int]:
+    """(tag, start of the content, length of the content) of the DER element at ``at``."""
+    tag, first = data[at], data[at + 1]
+    if first < 0x80:
+        return tag, at + 2, first
+    size = first & 0x7F
+    return tag, at + 2 + size, int.from_bytes(data[at + 2 : at + 2 + size], "big")
+
+
+def _is_pbes2(pem: str) -> bool:
+    """Whether an ``ENCRYPTED PRIVATE KEY`` PEM (PKCS#8 EncryptedPrivateKeyInfo) is encrypted with PBES2:
+    its first element, the encryption AlgorithmIdentifier, starts with PBES2's identifier."""
+    body = pem.split(_PKCS8_ENCRYPTED, 1)[1].split(_PKCS8_ENCRYPTED_END, 1)[0]
+    try:
+        der = base64.b64decode("".join(body.split()), validate=True)
+        tag, at, _ = _der_header(der, 0)  # EncryptedPrivateKeyInfo ::= SEQUENCE {
+        inner, at, _ = _der_header(der, at)  # encryptionAlgorithm AlgorithmIdentifier ::= SEQUENCE {
+    except (binascii.Error, IndexError):
+        return False  # not for this check to judge: the Java client says what it finds wrong
+    return tag == inner == 0x30 and der[at : at + len(_PBES2_OID)] == _PBES2_OID
+
+
+def pbes2_advice(key_file: Path) -> str:
+    """What to do with a key the Java client cannot decrypt: the two openssl steps."""
+    return (
+        f"decrypt it (`openssl pkcs8 -in {key_file} -out <plain key>`, which asks for its password), then "
+        "encrypt it the old way (`openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES -in <plain key> -out <new key>`, "
+        f"with the password of {PREFIX}key_password), point {PREFIX}key_file at the new key and delete the "
+        "plain one; or leave the key unencrypted (`-nocrypt`) in a file only this user can read"
+    )
+
+
+def check_spark_client_key(kafka: KafkaConfig) -> None:
+    """Refuse, before Spark starts, a client key the Java Kafka client of the Spark jobs cannot read: a
+    PKCS#8 key encrypted with PBES2 (the Python clients of the agent and the worker read it)."""
+    key_file = kafka.security.key_file
+    if not kafka.security.tls or key_file is None:
+        return
+    pem = _read_pem(key_file, f"{PREFIX}key_file")
+    if _PKCS8_ENCRYPTED in pem and _is_pbes2(pem):
+        raise _pbes2_error(key_file)
+
+
+def _pbes2_error(key_file: Path) -> ClientSetupError:
+    return ClientSetupError(
+        f"config key {PREFIX}key_file: {key_file} is encrypted with PBES2 (openssl's default), which the "
+        f"Java Kafka client of the Spark jobs cannot decrypt; {pbes2_advice(key_file)}"
+    )
 
 
 def _jaas_quote(text: str) -> str:
@@ -105,9 +162,11 @@ def spark_kafka_options(kafka: KafkaConfig) -> dict[str, str]:
                 raise ClientSetupError(
                     f"config key {PREFIX}key_file: {security.key_file} is not a PKCS#8 PEM key, the only kind "
                     "the Java Kafka client of the Spark jobs reads (-----BEGIN [ENCRYPTED] PRIVATE KEY-----); "
-                    f"convert it with `openssl pkcs8 -topk8 -in {security.key_file} -out <new file>` "
-                    "(add -nocrypt to leave it unencrypted)"
+                    f"convert it with `openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES -in {security.key_file} -out "
+                    "<new file>` (-nocrypt instead of -v1 PBE-SHA1-3DES to leave it unencrypted)"
                 )
+            if encrypted and _is_pbes2(key):
+                raise _pbes2_error(security.key_file)
             options["kafka.ssl.keystore.type"] = "PEM"
             options["kafka.ssl.keystore.certificate.chain"] = chain
             options["kafka.ssl.keystore.key"] = key

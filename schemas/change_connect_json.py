@@ -122,7 +122,7 @@ class ConnectPayloadConverters(JsonConverters):
         self._schemas = ConnectSchemaBuilder(decimal_handling)
 
     def visit_map(self, t: MapType, *args: Any) -> Converter | None:
-        if t.key.is_text or t.key.accept(self._schemas, ())["type"] != "string":
+        if not keyed_by_connect_strings(t, self._schemas):
             return super().visit_map(t)
         kc = self.convert(t.key)
         vc = self.convert(t.value)
@@ -197,6 +197,16 @@ class ConnectSchemaBuilder(CqlTypeVisitor[ConnectSchema]):
             field["parameters"] = {"cql_type": column.type.cql()}
             fields.append({"field": column.name, **field})
         return {"type": "struct", "name": f"{topic}.{record}", "optional": optional, "fields": fields}
+
+
+_CONNECT_SCHEMAS = ConnectSchemaBuilder()
+
+
+def keyed_by_connect_strings(t: MapType, schemas: ConnectSchemaBuilder = _CONNECT_SCHEMAS) -> bool:
+    """Whether the payload writes this map as a JSON object although the JSON encoding writes it as
+    ``[[key, value], ...]``: its keys are Connect strings (uuid, inet, varint, decimal unless written as
+    doubles) but not text."""
+    return not t.key.is_text and t.key.accept(schemas, ())["type"] == "string"
 
 
 _AVRO_TO_CONNECT = {"string": "string", "long": "int64", "int": "int32", "boolean": "boolean"}

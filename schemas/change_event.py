@@ -13,7 +13,6 @@ key with ``change_key`` and encode it with the codec's ``encode_key``.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from importlib import metadata
@@ -21,7 +20,7 @@ from typing import Any
 
 from cassandra_model.errors import ValueDecodeError
 from cassandra_model.table_schema import TableSchema
-from schemas import SCHEMA_DIR
+from schemas import schema_json
 from state.change import RowChange
 from state.row_image import RowImage, decode_row, primary_key
 
@@ -38,7 +37,7 @@ class ChangeEventError(ValueError):
 
 #: the envelope's ``source`` record (``schemas/change_source.avsc``): the Avro schema of ``as_dict``, and
 #: the field list every other encoding's schema of it is made from
-SOURCE_RECORD: dict[str, Any] = json.loads((SCHEMA_DIR / "change_source.avsc").read_text())
+SOURCE_RECORD: dict[str, Any] = schema_json("change_source")
 
 #: ``source.connector``, as Debezium's Cassandra connector names itself
 CONNECTOR = "cassandra"

@@ -177,8 +177,8 @@ class _JsonTable:
     key_form: JsonRowForm
 
 
-_KEY_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
-_VALUE_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+KEY_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
+VALUE_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 class JsonChangeCodec:
@@ -231,7 +231,7 @@ class JsonChangeCodec:
 
     def encode_key(self, schema: TableSchema, key: dict[str, Any]) -> bytes:
         row = convert_row(self._table(schema).key, key, schema.name)
-        return _KEY_JSON.encode(row).encode()
+        return KEY_JSON.encode(row).encode()
 
     def encode_change(
         self, schema: TableSchema, change: RowChange, source: ChangeSource, ts_ms: int
@@ -250,8 +250,8 @@ class JsonChangeCodec:
                 image = change.after if change.after is not None else change.before
                 assert image is not None
                 row = table.key_form.row(image)
-            key = _KEY_JSON.encode({name: row[name] for name in form.key_names}).encode()
-            value = _VALUE_JSON.encode(
+            key = KEY_JSON.encode({name: row[name] for name in form.key_names}).encode()
+            value = VALUE_JSON.encode(
                 {"before": before, "after": after, "op": op, "source": source.as_dict(ts_ms), "ts_ms": ts_ms}
             ).encode()
         except Exception:
@@ -272,7 +272,7 @@ class JsonChangeCodec:
             "ts_ms": envelope["ts_ms"],
         }
         try:
-            return _VALUE_JSON.encode(value).encode()
+            return VALUE_JSON.encode(value).encode()
         except (TypeError, ValueError) as exc:
             raise ChangeEncodingError(f"envelope is not JSON-serializable: {exc}", table=schema.name) from exc
 

@@ -17,6 +17,7 @@ import pytest
 from infra.cassandra import CassandraNode, standalone_spec
 from infra.registry import SchemaRegistry
 from infra.settings import InfraSettings
+from infra.spark_cluster import SparkCluster
 from infra.stack import LocalStack
 
 
@@ -89,6 +90,42 @@ def schema_registry(registry_stack: LocalStack) -> SchemaRegistry:
     API that the worker, our client and confluent-kafka's client are given. Schemas live in memory for the
     session, so tests keep to subjects of their own (unique topic prefixes)."""
     return registry_stack.registry
+
+
+def _free_port_block(start: int, size: int) -> int:
+    """The first port from ``start`` on that begins ``size`` consecutive free loopback ports."""
+    from infra.process import port_is_free
+
+    port = start
+    while not all(port_is_free("127.0.0.1", p) for p in range(port, port + size)):
+        port += size
+    return port
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    """A Spark standalone cluster (master and two 1-core workers from the installed PySpark), started on
+    first use and shared by the session's cluster tests. Its own home, and six consecutive ports from
+    CDC_TEST_SPARK_PORT (default 23077) on that are free: master, its UI, two workers and their UIs."""
+    home = os.environ.get("CDC_TEST_HOME")
+    base = _free_port_block(int(os.environ.get("CDC_TEST_SPARK_PORT", "23077")), 6)
+    settings = InfraSettings.from_env(
+        home=Path(home) / "spark-cluster" if home else tmp_path_factory.mktemp("cdc-spark-home"),
+        spark_master_port=base,
+        spark_master_ui_port=base + 1,
+        spark_worker_port=base + 2,
+        spark_worker_ui_port=base + 4,
+        spark_workers=2,
+        spark_worker_cores=1,
+        spark_worker_memory_mb=1024,
+        secure=False,
+    )
+    stack = LocalStack(settings)
+    try:
+        stack.up(kafka=False, cassandra=False, registry=False, spark=True, report=lambda _msg: None)
+        yield stack.spark
+    finally:
+        stack.down(report=lambda _msg: None)
 
 
 StandaloneFactory = Callable[[str, dict[str, object]], AbstractContextManager[CassandraNode]]

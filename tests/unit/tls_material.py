@@ -38,7 +38,9 @@ class TlsMaterial:
     client_key: Path
     """PKCS#8, not encrypted."""
     client_key_encrypted: Path
-    """PKCS#8, encrypted with KEY_PASSWORD."""
+    """PKCS#8, encrypted with KEY_PASSWORD by PBES2 (AES-256), which the Spark jobs' Java client cannot read."""
+    client_key_3des: Path
+    """PKCS#8, encrypted with KEY_PASSWORD the old way (PBE-SHA1-3DES), which every client reads."""
     client_key_pkcs1: Path
     """Traditional `BEGIN RSA PRIVATE KEY` form."""
     other_key: Path
@@ -97,6 +99,9 @@ def make_tls_material(folder: Path) -> TlsMaterial:
     password_file.write_text(KEY_PASSWORD + "\n")
     _openssl("pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", str(client_key),
              "-passout", f"file:{password_file}", "-out", str(encrypted))  # fmt: skip
+    triple_des = folder / "client-3des.key"
+    _openssl("pkcs8", "-topk8", "-v1", "PBE-SHA1-3DES", "-in", str(client_key),
+             "-passout", f"file:{password_file}", "-out", str(triple_des))  # fmt: skip
     _openssl("rsa", "-in", str(client_key), "-traditional", "-out", str(pkcs1))
     _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(other))
     return TlsMaterial(
@@ -113,6 +118,7 @@ def make_tls_material(folder: Path) -> TlsMaterial:
         client_cert=client_cert,
         client_key=client_key,
         client_key_encrypted=encrypted,
+        client_key_3des=triple_des,
         client_key_pkcs1=pkcs1,
         other_key=other,
     )

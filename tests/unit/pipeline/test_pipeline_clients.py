@@ -9,12 +9,15 @@ import asyncio
 import pickle
 import socket
 import ssl
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 from cassandra import AuthenticationFailed
 from cassandra.cluster import Cluster, NoHostAvailable
@@ -33,6 +36,8 @@ from runtime.config import (
 )
 from runtime.kafka_clients import KafkaAccessError
 from runtime.secrets import Secret
+from runtime.spark_kafka import check_spark_client_key
+from runtime.tls import ClientSetupError
 from tests.unit.tls_material import KEY_PASSWORD, TlsMaterial, loopback_server, make_tls_material, tls_handler
 
 PIPELINE = Path(__file__).resolve().parents[3] / "pipeline"
@@ -98,7 +103,7 @@ def test_kafka_format_sets_servers_and_security_for_each_protocol(tls: TlsMateri
         security.update(
             ca_file=tls.ca,
             cert_file=tls.client_cert,
-            key_file=tls.client_key_encrypted,
+            key_file=tls.client_key_3des,
             key_password=Secret(KEY_PASSWORD),
         )
     target = _Recorder()
@@ -116,7 +121,7 @@ def test_kafka_format_sets_servers_and_security_for_each_protocol(tls: TlsMateri
         assert not any(k.startswith("kafka.sasl.") for k in options)
     if "SSL" in protocol:
         assert options["kafka.ssl.truststore.location"] == str(tls.ca)
-        assert options["kafka.ssl.keystore.key"] == tls.client_key_encrypted.read_text()
+        assert options["kafka.ssl.keystore.key"] == tls.client_key_3des.read_text()
         assert options["kafka.ssl.key.password"] == KEY_PASSWORD
         assert options["kafka.ssl.endpoint.identification.algorithm"] == "https"
     else:
@@ -212,6 +217,77 @@ def test_spark_failures_are_scrubbed_and_explained(tls: TlsMaterial) -> None:
     )
     assert hint.startswith("config key kafka.security.key_file: the Java Kafka client of the Spark jobs")
     assert "-v1 PBE-SHA1-3DES" in hint
+
+
+def _pbes2_config(folder: Path, tls: TlsMaterial, key: Path) -> Path:
+    config = folder / "pipeline.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "kafka": {
+                    "bootstrap_servers": f"127.0.0.1:{_free_port()}",
+                    "security": {
+                        "protocol": "SSL",
+                        "ca_file": str(tls.ca),
+                        "cert_file": str(tls.client_cert),
+                        "key_file": str(key),
+                        "key_password": KEY_PASSWORD,
+                    },
+                },
+                "pipeline": {"lake_directory": str(folder / "lake")},
+            }
+        )
+    )
+    return config
+
+
+def test_a_pbes2_key_stops_the_pipeline_cli_before_spark_starts(tls: TlsMaterial, tmp_path: Path) -> None:
+    """The Java Kafka client of the Spark jobs cannot decrypt PBES2 (openssl's default): the config load
+    says so, naming the key and both openssl steps, and no JVM starts (its output would follow)."""
+    config = _pbes2_config(tmp_path, tls, tls.client_key_encrypted)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "cdc"), "pipeline", "lake", "--once", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, f"only the error, no Spark start-up: {done.stderr}"
+    assert lines[0].startswith(
+        f"cdc: error: config key kafka.security.key_file: {tls.client_key_encrypted} is encrypted with PBES2"
+    )
+    assert f"openssl pkcs8 -in {tls.client_key_encrypted} -out <plain key>" in lines[0]
+    assert "openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES -in <plain key> -out <new key>" in lines[0]
+    assert KEY_PASSWORD not in done.stderr + done.stdout
+
+
+def test_the_readme_steps_turn_a_pbes2_key_into_one_the_spark_jobs_take(
+    tls: TlsMaterial, tmp_path: Path
+) -> None:
+    kafka = _kafka(
+        protocol="SSL",
+        cert_file=tls.client_cert,
+        key_file=tls.client_key_encrypted,
+        key_password=Secret(KEY_PASSWORD),
+    )
+    with pytest.raises(ClientSetupError, match="encrypted with PBES2"):
+        check_spark_client_key(kafka)
+    with pytest.raises(PipelineError, match="encrypted with PBES2"):
+        kafka_format(_Recorder(), kafka)
+    plain, converted = tmp_path / "plain.key", tmp_path / "client.key"
+    password = f"pass:{KEY_PASSWORD}"
+    for step in (
+        ["pkcs8", "-in", str(tls.client_key_encrypted), "-passin", password, "-out", str(plain)],
+        ["pkcs8", "-topk8", "-v1", "PBE-SHA1-3DES", "-in", str(plain), "-passout", password, "-out",
+         str(converted)],
+    ):  # fmt: skip
+        subprocess.run(["openssl", *step], check=True, capture_output=True, timeout=60)
+    for key in (converted, tls.client_key_3des, tls.client_key):
+        accepted = replace(kafka, security=replace(kafka.security, key_file=key))
+        check_spark_client_key(accepted)
+        assert kafka_format(_Recorder(), accepted).options_set["kafka.ssl.keystore.key"] == key.read_text()
 
 
 def test_spark_failure_line_finds_the_useful_line() -> None:

@@ -66,14 +66,14 @@ def kafka(tls: TlsMaterial) -> KafkaConfig:
             password=Secret(PASSWORD),
             ca_file=tls.ca,
             cert_file=tls.client_cert,
-            key_file=tls.client_key_encrypted,
+            key_file=tls.client_key_3des,
             key_password=Secret(KEY_PASSWORD),
         ),
     )
 
 
 def _assert_clean(text: str, tls: TlsMaterial) -> None:
-    key_lines = [line for line in tls.client_key_encrypted.read_text().splitlines() if "-----" not in line]
+    key_lines = [line for line in tls.client_key_3des.read_text().splitlines() if "-----" not in line]
     assert PASSWORD not in text
     assert KEY_PASSWORD not in text
     assert not any(line in text for line in key_lines), "the PEM private key shows in a plan"
