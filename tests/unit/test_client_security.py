@@ -184,7 +184,7 @@ def test_spark_tls_options_with_pem_keystore(tls: TlsMaterial) -> None:
     security = _sasl(
         ca_file=tls.ca,
         cert_file=tls.client_cert,
-        key_file=tls.client_key_encrypted,
+        key_file=tls.client_key_3des,
         key_password=Secret(KEY_PASSWORD),
         check_hostname=False,
     )
@@ -193,7 +193,7 @@ def test_spark_tls_options_with_pem_keystore(tls: TlsMaterial) -> None:
     assert options["kafka.ssl.truststore.location"] == str(tls.ca)
     assert options["kafka.ssl.keystore.type"] == "PEM"
     assert options["kafka.ssl.keystore.certificate.chain"] == tls.client_cert.read_text()
-    assert options["kafka.ssl.keystore.key"] == tls.client_key_encrypted.read_text()
+    assert options["kafka.ssl.keystore.key"] == tls.client_key_3des.read_text()
     assert options["kafka.ssl.key.password"] == KEY_PASSWORD
     assert options["kafka.ssl.endpoint.identification.algorithm"] == ""
     checked = spark_kafka_options(_kafka(protocol="SSL", ca_file=tls.ca))
@@ -209,7 +209,7 @@ def test_spark_redaction_covers_every_secret_option(tls: TlsMaterial) -> None:
     security = _sasl(
         ca_file=tls.ca,
         cert_file=tls.client_cert,
-        key_file=tls.client_key_encrypted,
+        key_file=tls.client_key_3des,
         key_password=Secret(KEY_PASSWORD),
     )
     options = spark_kafka_options(_kafka(**security))
@@ -231,11 +231,16 @@ def test_spark_refuses_keys_the_java_client_cannot_read(tls: TlsMaterial) -> Non
         ClientSetupError, match=r"kafka\.security\.key_file: .*client-rsa\.key is not a PKCS#8"
     ):
         spark_kafka_options(_kafka(protocol="SSL", cert_file=tls.client_cert, key_file=tls.client_key_pkcs1))
-    with pytest.raises(
-        ClientSetupError, match=r"client-enc\.key is encrypted; set kafka\.security\.key_password"
-    ):
+    with pytest.raises(ClientSetupError, match=r"is encrypted; set kafka\.security\.key_password"):
+        spark_kafka_options(_kafka(protocol="SSL", cert_file=tls.client_cert, key_file=tls.client_key_3des))
+    with pytest.raises(ClientSetupError, match=r"client-enc\.key is encrypted with PBES2"):
         spark_kafka_options(
-            _kafka(protocol="SSL", cert_file=tls.client_cert, key_file=tls.client_key_encrypted)
+            _kafka(
+                protocol="SSL",
+                cert_file=tls.client_cert,
+                key_file=tls.client_key_encrypted,
+                key_password=Secret(KEY_PASSWORD),
+            )
         )
 
 
