@@ -1,7 +1,8 @@
 """The raw events of one partition merged into row images, with no Spark and no Kafka: replay's core.
 
-Replay runs the workers' own merge (``state.partition_state.PartitionState.apply``), which is idempotent
-and commutative, so the raw topic can be read in any order and with every replica's copy: the events of a
+Replay runs the workers' own merge (``state.partition_state.PartitionState.apply_prepared``, with the
+workers' matching of bootstrap list elements, ``state.snapshot_lists``), which is idempotent and
+commutative, so the raw topic can be read in any order and with every replica's copy: the events of a
 partition are applied as they come and the live rows are read once, at one ``now`` for the whole job.
 Images come out in the clean topics' JSON form (``schemas.change_codec.json_value_row``), keyed by the
 primary key as ``cdc.verify.oracle.key_text`` keys them, so they compare directly with the clean topics'
@@ -22,10 +23,12 @@ from typing import Any
 from cassandra_model.table_schema import TableSchema
 from schemas.change_json import json_value_row
 from schemas.driver_rows import key_text
-from schemas.raw_event import RawEventError, decode_raw_event
+from schemas.raw_event import RawEventError, decode_raw_event, is_snapshot_source
 from state.change import expiry_changes
-from state.partition_state import PartitionState
+from state.partition_state import PartitionState, prepare_event
 from state.row_image import RowImage, decode_row, partition_images
+from state.snapshot_lists import adopt_snapshot_list_paths, drop_known_list_elements
+from state.table_layout import layout_for
 
 
 @dataclass(slots=True)
@@ -79,13 +82,23 @@ def json_image(schema: TableSchema, image: RowImage) -> dict[str, Any]:
 
 
 def merge_events(events: Iterable[dict[str, Any]], schema: TableSchema) -> tuple[PartitionState | None, int]:
-    """A partition state with every event applied in the order given; None when there was none."""
+    """A partition state with every event applied in the order given; None when there was none.
+
+    List elements a bootstrap (snapshot) event and a commit-log event both bring are merged as one cell,
+    as the workers merge them (``state.snapshot_lists``): a row written before the bootstrap read it
+    reaches the raw topic both ways, under generated and under real cell paths."""
+    layout = layout_for(schema)
     state: PartitionState | None = None
     count = 0
     for event in events:
+        prepared = prepare_event(event, layout)
         if state is None:
-            state = PartitionState(event["partition_key"])
-        state.apply(event, schema)
+            state = PartitionState(prepared.partition_key)
+        if is_snapshot_source(event["source"]):
+            drop_known_list_elements(state, prepared, layout)
+        else:
+            adopt_snapshot_list_paths(state, prepared, layout)
+        state.apply_prepared(prepared, layout)
         count += 1
     return state, count
 

@@ -4,6 +4,7 @@ images the workers' state code computes, keyed as the clean topics key them, wit
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import decimal
 import itertools
@@ -26,6 +27,7 @@ from pipeline.raw_replay import (
     replay_partition,
 )
 from pipeline.replay_job import _clean_record, _lake_row
+from pipeline.snapshot_events import table_events
 from schemas.change_event import change_key
 from schemas.change_json import JsonChangeCodec, json_value_row
 from schemas.driver_rows import key_text
@@ -45,6 +47,7 @@ from testkit.event_builder import (
 )
 from tests.unit.state.random_history import SCHEMA as PROP
 from tests.unit.state.random_history import random_history
+from tests.unit.pipeline.test_snapshot_events import ITEMS, scanned
 from tests.unit.state.support import merged, shuffled_with_duplicates, table
 
 KV = table("kv")  # (pk int, ck int) with v, w, static s, list l, set st, map m, udt a
@@ -397,3 +400,24 @@ def test_clean_key_text_is_the_codec_key() -> None:
                 row.json(),
                 image.write_time(),
             )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# bootstrap (snapshot) events of lists
+
+
+def test_a_list_the_stream_and_the_bootstrap_both_bring_is_replayed_once_in_any_order() -> None:
+    """A row written before the bootstrap read it reaches the raw topic twice: from the commit log, its
+    list elements under their real cell paths, and from the bootstrap under generated ones. The workers
+    merge them as the same cells (``state.snapshot_lists``); replay must too, whatever the order."""
+    row = scanned(ITEMS, {"pk": 9, "ck": "b", "v": 1, "nums": [4, 4, 6]}, {"v": 500, "nums": [500, 500, 700]})
+    (event,) = [e for _, events in table_events(ITEMS, [row], cluster="c", published_at_ms=1) for e in events]
+    snapshot = decode_raw_event(event.value)
+    stream = copy.deepcopy(snapshot)
+    stream["source"] = {**stream["source"], "node": "node1", "segment_id": 7}
+    for cell in stream["rows"][0]["cells"]:
+        if cell["column"] == "nums":
+            cell["path"] = uuid.uuid1().bytes
+    for events in ([snapshot, stream], [stream, snapshot], [stream, snapshot, stream, snapshot]):
+        (replayed,) = replay_partition(copy.deepcopy(events), ITEMS, NOW).rows
+        assert replayed.image["nums"] == [4, 4, 6], [e["source"]["node"] for e in events]
