@@ -18,7 +18,6 @@ A failed transaction is reported in one of three ways, because each calls for an
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from aiokafka.structs import RecordMetadata
 from app.errors import TransactionFailed, TransactionInDoubt
 from app.key_partition import key_partitions
 from runtime.config import KafkaConfig
-from runtime.kafka_clients import make_producer, start_kafka_client
+from runtime.kafka_clients import make_producer, start_kafka_client, stop_client
 
 log = logging.getLogger(__name__)
 
@@ -248,8 +247,7 @@ class TransactionalSink:
             # KafkaAccessError (from KafkaConnectionError) names the kafka.security key to fix
             await asyncio.wait_for(start_kafka_client(producer, self.kafka), self.timeout_s * 3)
         except BaseException:
-            with contextlib.suppress(Exception):
-                await producer.stop()
+            await stop_client(producer, f"the transactional producer {self.transactional_id}")
             raise
         self._producer = producer
 
@@ -268,7 +266,9 @@ class TransactionalSink:
         return OpenTransaction(self._producer, self.transactional_id, self.timeout_s)
 
     async def stop(self) -> None:
+        """Stop the producer within runtime.kafka_clients.STOP_TIMEOUT_S: with Kafka away, aiokafka's own
+        stop would wait for the transaction coordinator until Kafka is back (a commit in doubt, an abort),
+        and the batch loop with it."""
         producer, self._producer = self._producer, None
         if producer is not None:
-            with contextlib.suppress(Exception):  # a producer in a fatal state still closes its clients
-                await producer.stop()
+            await stop_client(producer, f"the transactional producer {self.transactional_id}")
