@@ -163,11 +163,17 @@ class OpenTransaction:
     async def _deliver(
         self, offsets: Mapping[TopicPartition, int], group_id: str
     ) -> list[tuple[RecordMetadata, int]]:
-        """Everything before the commit itself: the offsets, and every record acknowledged."""
-        # the offsets' two coordinator round trips overlap the produce requests still in flight
+        """Everything before the commit itself: every record acknowledged, then the offsets.
+
+        In that order, not overlapping: a broker of Kafka 3.6 or later checks with the transaction
+        coordinator that a transactional record's partition was added to the transaction (KIP-890), and
+        while the coordinator is busy adding the offsets to the same transaction it answers that check
+        with CONCURRENT_TRANSACTIONS, which the broker hands to the producer as NOT_ENOUGH_REPLICAS: the
+        records are sent again after a backoff (aiokafka logs each as a warning), which costs more than
+        the round trips the overlap saved (bench/transaction_scheme.md)."""
+        written = await asyncio.gather(*(delivered for delivered, _ in self.pending))
         if offsets:
             await self.producer.send_offsets_to_transaction(dict(offsets), group_id)
-        written = await asyncio.gather(*(delivered for delivered, _ in self.pending))
         return list(zip(written, (count for _, count in self.pending), strict=True))
 
     async def _step(self, work: Awaitable[T]) -> T:

@@ -855,3 +855,37 @@ def test_a_send_to_a_partition_the_topic_lacks_fails_retryably_and_aborts(kafka_
         assert [v for _, _, _, v in await committed(kafka_bootstrap, topic)] == [b"again"]
 
     asyncio.run(main())
+
+
+def test_a_transaction_sends_its_offsets_once_its_records_are_in_so_the_broker_never_turns_them_back(
+    kafka_bootstrap: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broker of Kafka 3.6+ checks with the transaction coordinator that a transactional record's
+    partition is in the transaction (KIP-890). While the coordinator adds the consumed offsets to the same
+    transaction it answers that check with CONCURRENT_TRANSACTIONS, which reaches the producer as
+    NOT_ENOUGH_REPLICAS: the records are sent again (21 to 668 such warnings per worker run, on a single
+    broker where no replica is missing). Twelve sinks commit as a batch's partitions do (state records,
+    change events, offsets); none of their records is turned back."""
+
+    async def commit_batches(changelog: str, clean: str, source: str, group: str, p: int) -> None:
+        async with started_sink(kafka_bootstrap) as sink:
+            for batch in range(BATCHES):
+                tx = await sink.begin()
+                records: list[Outgoing] = [
+                    (changelog, f"s{batch}-{i}".encode(), b"s", p, ()) for i in range(20)
+                ]
+                records += [(clean, f"c{batch}-{i}".encode(), b"c", None, ()) for i in range(20)]
+                await tx.send_all(records)
+                await tx.commit({TopicPartition(source, p): batch + 1}, group)
+
+    async def main() -> None:
+        changelog, clean = await new_topic(kafka_bootstrap, 12), await new_topic(kafka_bootstrap, 12)
+        source, group = await new_topic(kafka_bootstrap, 12), unique_name("group")
+        await asyncio.gather(*(commit_batches(changelog, clean, source, group, p) for p in range(12)))
+        assert await group_offsets(kafka_bootstrap, group, source) == dict.fromkeys(range(12), BATCHES)
+
+    BATCHES = 15
+    caplog.set_level(logging.WARNING, logger="aiokafka")
+    asyncio.run(main())
+    turned_back = [r.getMessage() for r in caplog.records if "NotEnoughReplicas" in r.getMessage()]
+    assert turned_back == [], f"{len(turned_back)} sends turned back, e.g. {turned_back[0]}"
