@@ -21,8 +21,9 @@ it merged and committed since it started, and C the last time it saw nothing wai
 
 **Unknown, not 0**, every figure, while the worker owns no raw partition (it starts, its group rebalances,
 or it has more workers than the raw topic has partitions: it cannot tell whether the group's input waits)
-and while Kafka does not answer (``blind``: the ends the last fetches saw may be long past). A figure of
-0 is a claim that nothing waits; a monitor or `cdc verify` waiting for it must never read it from a worker
+and while Kafka does not answer (``blind``: the ends the last fetches saw may be long past); once it
+answers again, a partition's end counts only from a fetch response after that. A figure of 0 is a claim
+that nothing waits; a monitor or `cdc verify` waiting for it must never read it from a worker
 that cannot know. ``LagFigures.unknown`` says why (for `/stats` and `/health`).
 
 Nothing here runs per raw event or asks Kafka anything: the figures are computed when asked (a scrape,
@@ -92,14 +93,33 @@ class ConsumerLag:
         self._newest_write_us: int | None = None
         self._caught_up_ms: int | None = None
         self._blind: str | None = None
+        self._fetched_at: Callable[[int], int | None] | None = None
+        #: when Kafka was last seen answering again after it did not (ms since the epoch)
+        self._sighted_ms = 0
 
-    def watch(self, highwater: Callable[[int], int | None]) -> None:
-        """Where a raw partition's end is read: the raw consumer's last fetch response, no request."""
+    def watch(
+        self, highwater: Callable[[int], int | None], fetched_at: Callable[[int], int | None] | None = None
+    ) -> None:
+        """Where a raw partition's end is read: the raw consumer's last fetch response, no request; and
+        when that response came (ms since the epoch; None: no such clock, every end is current)."""
         self._highwater = highwater
+        self._fetched_at = fetched_at
 
-    def blind(self, reason: str | None) -> None:
-        """While ``reason`` is set (Kafka does not answer), no figure is known; None: they are again."""
+    def blind(self, reason: str | None, now_ms: int) -> None:
+        """While ``reason`` is set (Kafka does not answer), no figure is known; None: Kafka answers, and
+        each partition's end is known again from its next fetch response on."""
+        if reason is None and self._blind is not None:
+            self._sighted_ms = now_ms
         self._blind = reason
+
+    def _end(self, partition: int) -> int | None:
+        if self._blind is not None:
+            return None
+        if self._fetched_at is not None and self._sighted_ms:
+            fetched = self._fetched_at(partition)
+            if fetched is None or fetched < self._sighted_ms:
+                return None  # fetched before the outage: records may have come since
+        return self._highwater(partition)
 
     @property
     def partitions(self) -> list[int]:
@@ -138,7 +158,7 @@ class ConsumerLag:
                 committed[partition] = offset if known is None else max(known, offset)
         behind: dict[int, int | None] = {}
         for partition, position in committed.items():
-            end = None if self._blind is not None else self._highwater(partition)
+            end = self._end(partition)
             behind[partition] = None if position is None or end is None else max(0, end - position)
         newest_us = _newest(self._newest_write_us, newest_write_us)
         newest_ms = None if newest_us is None else newest_us // 1000

@@ -140,6 +140,17 @@ class RawConsumer:
         except AssertionError:  # not assigned (any more): a rebalance is under way
             return None
 
+    def fetched_at(self, partition: int) -> int | None:
+        """When the last fetch response for a raw partition came (ms since the epoch), the moment its
+        ``highwater`` was read; None before one came, or when the partition is not assigned."""
+        consumer = self._consumer
+        if consumer is None:
+            return None
+        try:
+            return consumer.last_poll_timestamp(TopicPartition(self.topic, partition))  # type: ignore[no-any-return]
+        except AssertionError:  # not assigned (any more)
+            return None
+
     async def committed_offsets(self, partitions: set[int]) -> dict[int, int]:
         """Where the group resumes each partition: its committed offset, or the partition's first offset
         when none was committed (``auto_offset_reset`` is earliest). A request per partition, once per

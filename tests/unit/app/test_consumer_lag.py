@@ -127,7 +127,7 @@ def test_a_worker_that_owns_nothing_does_not_know_its_lag() -> None:
 def test_while_kafka_does_not_answer_no_figure_is_known_and_after_it_answers_they_are_again() -> None:
     lag = lag_with({0: 10, 1: 4})
     lag.on_commit({0: 10, 1: 4}, None, NOW_MS - 1000)
-    lag.blind("Kafka at k:9092 does not answer")
+    lag.blind("Kafka at k:9092 does not answer", NOW_MS - 500)
 
     figures = lag.observe(NOW_MS)
 
@@ -135,9 +135,30 @@ def test_while_kafka_does_not_answer_no_figure_is_known_and_after_it_answers_the
     assert (figures.total_records_behind, figures.ms_behind) == (None, None)
     assert figures.unknown == "Kafka at k:9092 does not answer"
     assert figures.committed == {0: 10, 1: 4}, "what was committed is still known"
-    lag.blind(None)
+    lag.blind(None, NOW_MS)
     again = lag.observe(NOW_MS)
     assert (again.records_behind, again.ms_behind, again.unknown) == ({0: 0, 1: 0}, 0, None)
+
+
+def test_after_kafka_was_away_an_end_counts_only_from_a_fetch_response_after_its_return() -> None:
+    """The ends the last fetches saw before an outage are long past once Kafka is back (the agents
+    publish their backlog at once): until the consumer fetched again, those partitions are unknown."""
+    ends = {0: 10, 1: 4}
+    fetched = {0: NOW_MS - 90_000, 1: NOW_MS - 90_000}
+    lag = ConsumerLag()
+    lag.watch(ends.get, fetched.get)
+    lag.assign(ends)
+    lag.on_commit({0: 10, 1: 4}, None, NOW_MS - 90_000)
+    assert lag.observe(NOW_MS - 60_000).records_behind == {0: 0, 1: 0}, "no outage yet: the ends count"
+    lag.blind("Kafka at k:9092 does not answer", NOW_MS - 60_000)
+    lag.blind(None, NOW_MS - 1_000)
+    lag.blind(None, NOW_MS - 500)  # the probe answers again: still from the first answer on
+
+    assert lag.observe(NOW_MS).records_behind == {0: None, 1: None}
+    ends[0], fetched[0] = 30_710, NOW_MS - 200
+    figures = lag.observe(NOW_MS)
+    assert figures.records_behind == {0: 30_700, 1: None}
+    assert figures.total_records_behind is None and figures.unknown is not None
 
 
 def test_behind_with_nothing_merged_and_never_caught_up_has_no_ms_figure() -> None:
