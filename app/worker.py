@@ -478,6 +478,16 @@ def _settle_garbage_collector() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
+class _FaustWorker(faust.Worker):
+    """Faust's worker without its terminal spinner, which writes cursor control bytes (``\\b\\x1b[?25h``)
+    to stdout when the worker has started, terminal or not: the worker's output is log lines only (one
+    JSON object each with ``--log-format json``)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.spinner = None
+
+
 def kafka_refusal(exc: BaseException, kafka: KafkaConfig) -> str | None:
     """Why Kafka refuses this worker for good (authentication, certificates, TLS on one side only), naming
     the kafka.security key to fix and never a secret; None for what may pass (a broker not up yet)."""
@@ -504,7 +514,7 @@ def run_worker(config: CdcConfig) -> int:
             raise WorkerError(f"cannot make the worker's Kafka clients: {exc}") from None
         raise
     loop.run_until_complete(worker.prepare())
-    faust_worker = faust.Worker(worker.app, loop=loop, loglevel="WARNING", quiet=True, override_logging=False)
+    faust_worker = _FaustWorker(worker.app, loop=loop, loglevel="WARNING", quiet=True, override_logging=False)
     try:
         faust_worker.execute_from_commandline()
     except SystemExit as exc:
