@@ -1,5 +1,6 @@
 """A metadata request to Kafka every few seconds: whether the worker's Kafka answers, even while nothing
-is committed (an idle worker's outage), for app/kafka_status.py.
+is committed (an idle worker's outage), for app/kafka_status.py. It asks for the raw topic only, so its
+answer stays small on a cluster of many topics.
 
 Its own admin client (made with runtime.kafka_clients, so with `kafka.security`), started when first
 needed and made anew after a failure; each look waits at most ``timeout_s``.
@@ -25,6 +26,7 @@ PROBE_TIMEOUT_S = 5.0
 class KafkaProbe:
     def __init__(self, kafka: KafkaConfig, timeout_s: float = PROBE_TIMEOUT_S) -> None:
         self.kafka = kafka
+        self.topic = kafka.raw_topic
         self.timeout_s = timeout_s
         self._admin: AIOKafkaAdminClient | None = None
 
@@ -52,7 +54,7 @@ class KafkaProbe:
                 await stop_client(admin, "the Kafka probe's admin client")
                 raise
             self._admin = admin
-        await self._admin.describe_cluster()
+        await self._admin.describe_topics([self.topic])
 
     async def stop(self) -> None:
         admin, self._admin = self._admin, None

@@ -3,13 +3,17 @@ by hand; tests/integration/test_worker_outage.py checks them on a worker whose b
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
 
 from app.consumer_lag import ConsumerLag, LagFigures
+from app.kafka_probe import KafkaProbe
 from app.kafka_status import SUMMARY_EVERY_S, KafkaStatus
 from app.worker_health import worker_health
+from runtime.config import KafkaConfig
+from tests.integration.agent_harness import free_port
 
 NOW_MS = 1_800_000_000_000
 
@@ -145,3 +149,16 @@ def test_the_seconds_since_the_first_failure_are_what_the_deadline_counts() -> N
     assert kafka.commit_failed("expiry", OSError("x"), 80.0) == 30.0
     kafka.committed(81.0)
     assert kafka.commit_failed("batch", OSError("x"), 90.0) == 0.0, "a new outage counts from its start"
+
+
+def test_the_probe_reports_a_kafka_that_does_not_answer_and_leaves_no_client_behind() -> None:
+    """Nothing listens on its bootstrap port: the look fails (within its timeout: the probe never waits
+    for Kafka), and the next look starts a client of its own again."""
+    probe = KafkaProbe(KafkaConfig(bootstrap_servers=f"127.0.0.1:{free_port()}", request_timeout_ms=2_000))
+
+    async def twice() -> list[BaseException | None]:
+        return [await probe.look(), await probe.look()]
+
+    first, second = asyncio.run(twice())
+    assert isinstance(first, Exception) and isinstance(second, Exception), (first, second)
+    assert probe._admin is None
