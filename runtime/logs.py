@@ -4,7 +4,10 @@ Two filters keep the Kafka client's and Faust's records (CLIENT_LOGGERS) readabl
 
 - ``RetriedAsWarnings``: aiokafka logs at ERROR what it retries by itself (a broker that does not answer
   yet, a group coordinator or a partition leader not elected yet on a fresh broker): those records are
-  written as WARNING. Errors it does not retry stay ERROR;
+  written as WARNING. So are asyncio's "Future exception was never retrieved" for a retriable Kafka error:
+  aiokafka fails a record batch that waited for a partition leader through an outage on a second future
+  of its own that no one awaits (the worker handled the batch's failure: its transaction is retried).
+  Errors it does not retry stay ERROR;
 - ``RepeatsSummarised``: a record repeated (same logger, level and message template, whatever its
   arguments) is written once, then held back for REPEAT_WINDOW_S; the next one written after that says
   how many were held back and over how long. A ten-minute broker outage made aiokafka write about
@@ -71,24 +74,38 @@ class Repeats:
         return held, since
 
 
-def _is_client(name: str) -> bool:
-    return any(name == root or name.startswith(root + ".") for root in CLIENT_LOGGERS)
+def _is_client(record: logging.LogRecord) -> bool:
+    name = record.name
+    return any(name == root or name.startswith(root + ".") for root in CLIENT_LOGGERS) or _client_leftover(
+        record
+    )
+
+
+def _client_leftover(record: logging.LogRecord) -> bool:
+    """asyncio's report of a future that failed with a Kafka client error no one retrieved."""
+    error = record.exc_info[1] if record.exc_info else None
+    return record.name == "asyncio" and isinstance(error, KafkaError)
 
 
 class RetriedAsWarnings(logging.Filter):
     """aiokafka's ERROR records of conditions it retries (a retriable Kafka error or a connection error
-    among the arguments, or one of _RETRIED_MESSAGES) become WARNING records."""
+    among the arguments or as the exception, or one of _RETRIED_MESSAGES), and asyncio's reports of such
+    errors left in futures, become WARNING records."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno == logging.ERROR and record.name.startswith("aiokafka") and _retried(record):
+        if record.levelno == logging.ERROR and _is_client(record) and _retried(record):
             record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 
 def _retried(record: logging.LogRecord) -> bool:
+    if not record.name.startswith("aiokafka") and not _client_leftover(record):
+        return False
     if record.msg in _RETRIED_MESSAGES:
         return True
     args = record.args if isinstance(record.args, tuple) else ()
+    if record.exc_info and record.exc_info[1] is not None:
+        args = (*args, record.exc_info[1])
     for arg in args:
         if isinstance(arg, type) and issubclass(arg, KafkaError):
             arg = arg()
@@ -112,7 +129,7 @@ class RepeatsSummarised(logging.Filter):
         self._repeats: dict[tuple[str, int, str], Repeats] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING or not _is_client(record.name):
+        if record.levelno < logging.WARNING or not _is_client(record):
             return True
         key = (record.name, record.levelno, str(record.msg))
         now = self.clock()

@@ -15,6 +15,7 @@ from aiokafka.errors import (
     GroupAuthorizationFailedError,
     GroupCoordinatorNotAvailableError,
     KafkaConnectionError,
+    LeaderNotAvailableError,
     NotLeaderForPartitionError,
 )
 
@@ -163,3 +164,27 @@ def test_the_configured_handler_writes_json_lines_with_the_summaries_and_retried
 def test_json_formatter_writes_one_object_per_line_for_multiline_messages() -> None:
     text = JsonFormatter().format(record("app", logging.WARNING, "two\nlines"))
     assert "\n" not in text and json.loads(text)["message"] == "two\nlines"
+
+
+def leftover(error: BaseException) -> logging.LogRecord:
+    """What asyncio logs when a future that failed is collected with its exception never retrieved."""
+    entry = logging.LogRecord(
+        "asyncio", logging.ERROR, "base_events.py", 1, f"Future exception was never retrieved\nfuture: "
+        f"<Future finished exception={error!r}>", None, (type(error), error, None),
+    )  # fmt: skip
+    return entry
+
+
+def test_kafka_errors_left_in_futures_after_an_outage_are_retried_warnings_and_summarised() -> None:
+    """aiokafka fails a record batch that waited through an outage for a partition leader on a second
+    future no one awaits: 75 such ERROR records in one worker's log after a 60 s outage."""
+    entries = [leftover(LeaderNotAvailableError()) for _ in range(75)]
+    for entry in entries:
+        RetriedAsWarnings().filter(entry)
+    assert {e.levelname for e in entries} == {"WARNING"}
+    assert len(written(RepeatsSummarised(clock=Clock()), entries)) == 1
+
+    ours = leftover(ValueError("a bug of ours"))
+    RetriedAsWarnings().filter(ours)
+    assert ours.levelname == "ERROR", "anything else left in a future stays an error"
+    assert len(written(RepeatsSummarised(clock=Clock()), [leftover(ValueError("x")) for _ in range(3)])) == 3
