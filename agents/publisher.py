@@ -44,6 +44,7 @@ from agents.stop_signal import wait_or_stop
 from runtime.config import KafkaConfig
 from runtime.kafka_clients import KafkaAccessError, diagnose_kafka, make_producer, start_kafka_client
 from runtime.kafka_topics import TopicSpec, ensure_topics
+from runtime.logs import Repeats
 from runtime.secrets import scrub
 from runtime.tls import ClientSetupError, KeyPasswordRefused
 
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 5.0
 #: failed sends are summarised in one log line per interval, not one line per record
-FAILURE_LOG_INTERVAL_S = 5.0
+FAILURE_LOG_INTERVAL_S = 30.0
 #: errors that mean the producer's idempotence state no longer matches the broker's: resending with the
 #: same producer fails the same way forever
 PRODUCER_STATE_ERRORS = (OutOfOrderSequenceNumber, InvalidProducerEpoch, ProducerFenced, UnknownProducerId)
@@ -98,8 +99,8 @@ class RawPublisher:
         self._closing: set[asyncio.Task[None]] = set()
         self._progress_at = time.monotonic()  # last ack, or when records began to wait after none did
         self._watchdog: asyncio.Task[None] | None = None
-        self._failure_logged_at = -FAILURE_LOG_INTERVAL_S
-        self._failures_unlogged = 0
+        self._failures = Repeats(FAILURE_LOG_INTERVAL_S)
+        self._failures_unlogged = 0  # records whose failed sends the log has not counted yet
         self.connected = False
 
     async def start(self, stopping: asyncio.Event) -> bool:
@@ -402,12 +403,16 @@ class RawPublisher:
         if isinstance(exc, PRODUCER_STATE_ERRORS) and producer is self._producer:
             self._stale = producer
         self._failures_unlogged += records
-        now = time.monotonic()
-        if now - self._failure_logged_at >= FAILURE_LOG_INTERVAL_S:
-            log.warning("%d sends failed in the last %.0f s (latest to %s: %s: %s); resending with backoff",
-                        self._failures_unlogged, now - self._failure_logged_at, topic, type(exc).__name__,
-                        self._safe(exc))  # fmt: skip
-            self._failure_logged_at = now
+        written = self._failures.note(time.monotonic())
+        if written is not None:
+            _, since = written
+            if since:
+                log.warning("%d sends failed in the last %.0f s (latest to %s: %s: %s); resending with backoff",
+                            self._failures_unlogged, since, topic, type(exc).__name__, self._safe(exc))  # fmt: skip
+            else:
+                log.warning("%d sends to %s failed (%s: %s); resending with backoff (further failures are "
+                            "summarised every %.0f s)", self._failures_unlogged, topic, type(exc).__name__,
+                            self._safe(exc), FAILURE_LOG_INTERVAL_S)  # fmt: skip
             self._failures_unlogged = 0
         return min(0.1 * 2**attempt, MAX_BACKOFF_S)
 

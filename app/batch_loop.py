@@ -14,7 +14,12 @@ then restores the store from the changelog and reads where the group resumes the
 that offset are never merged again. A commit whose outcome is unknown (``TransactionInDoubt``: a timeout, a
 connection cut after the commit request left) is settled that way: the changelog then holds its records or
 not, and the group's offset says whether its raw records were consumed. Nothing is emitted twice and
-nothing is lost. While Kafka is away this is retried for RETRY_FOR_S; a fence stops the worker (fail-stop).
+nothing is lost. While Kafka is away this is retried for ``outage_timeout_s`` (`worker.outage_timeout_s`,
+RETRY_FOR_S by default), counted on the clock from the batch's first failure, then the worker stops; a fence
+stops it at once (fail-stop). No step of an attempt waits for Kafka without a deadline: each Kafka step of a
+transaction has the step timeout (app/transactional_sink.py), a producer's stop STOP_TIMEOUT_S
+(runtime/kafka_clients.py), a take-over its registration and reads theirs. How the outage goes is told in
+a few log lines and on `/health` (app/kafka_status.py), not one line per attempt.
 
 Change records wait in memory for the commit, except that once SEND_EARLY_RECORDS of a partition's are
 held they are sent into its transaction, begun early for that. A partition deletion or a static write in
@@ -56,6 +61,7 @@ from app.errors import TransactionFailed, TransactionInDoubt
 from app.event_columns import EventColumns, unplaced_columns
 from app.group_offsets import GroupOffsets
 from app.heartbeat import Heartbeat
+from app.kafka_status import KafkaStatus
 from app.partition_batch import DeadLetter, PartitionBatch
 from app.partition_producers import PartitionProducers
 from app.partition_states import PartitionStates
@@ -75,13 +81,16 @@ log = logging.getLogger(__name__)
 #: how long a raw event waits for its table's schema (or a newer one, with its columns) to arrive before
 #: it is dead-lettered
 SCHEMA_WAIT_S = 15.0
-#: how long a batch is retried while Kafka does not answer, before the worker stops
+#: how long a batch is retried while Kafka does not answer, before the worker stops (the default of
+#: `worker.outage_timeout_s`)
 RETRY_FOR_S = 180.0
 #: digests older than the horizon are forgotten this often
 DIGEST_EXPIRY_EVERY_S = 60.0
 #: change records of a partition held before they are sent on in its open transaction (a wide
 #: partition's changes stream out this way rather than waiting, all of them, for the commit)
 SEND_EARLY_RECORDS = 10_000
+#: how often an expiry tick waiting for a batch looks whether that batch meets failed commits
+LOCK_LOOK_EVERY_S = 1.0
 #: records merged between two chances for the other tasks (the commits of the partitions merged before,
 #: the consumer's fetches) to go on
 YIELD_EVERY = 250
@@ -153,8 +162,11 @@ class BatchLoop:
         heartbeat: Heartbeat | None = None,
         heartbeat_sink: TransactionalSink | None = None,
         reposition: Callable[[int, int], None] | None = None,
+        kafka_status: KafkaStatus | None = None,
+        outage_timeout_s: float | None = None,
     ) -> None:
-        """``reposition(partition, offset)`` moves the raw consumer (None: nothing to move, in tests)."""
+        """``reposition(partition, offset)`` moves the raw consumer (None: nothing to move, in tests);
+        ``outage_timeout_s`` None: RETRY_FOR_S."""
         self.kafka = kafka
         self.topics = topics
         self.partitions = partitions
@@ -182,6 +194,17 @@ class BatchLoop:
         self._drops_shown: dict[int, dict[uuid.UUID, TableSchema]] = {}
         self._heartbeat_broken = False
         self.failed: BaseException | None = None
+        self.outage_timeout_s = outage_timeout_s
+        self.kafka_status = (
+            kafka_status
+            if kafka_status is not None
+            else KafkaStatus(kafka.bootstrap_servers, self.retry_for_s)
+        )
+
+    @property
+    def retry_for_s(self) -> float:
+        """How long a batch is retried while Kafka does not take its commits."""
+        return RETRY_FOR_S if self.outage_timeout_s is None else self.outage_timeout_s
 
     # -- the partitions this worker owns
 
@@ -215,19 +238,30 @@ class BatchLoop:
         ``current`` says whether the batch still belongs to this worker's assignment (no rebalance since
         it was fetched); it is asked under the lock, which a rebalance also takes. A partition whose
         transaction failed because Kafka is away is taken over again and its records merged again, from
-        where the group resumes it, for up to RETRY_FOR_S; then, or when fenced, the error goes up."""
-        waited, attempt = 0.0, 0
+        where the group resumes it, until ``retry_for_s`` have passed since the batch's first failure;
+        then (after the attempt under way), or at once when fenced, the error goes up."""
+        first_failure: float | None = None
+        attempt = 0
         while True:
             try:
                 return await self._process_once(records, current)
             except (TransactionFailed, KafkaError, OSError) as exc:  # Kafka away: topics, restore, commit
-                if getattr(exc, "fatal", False) or waited >= RETRY_FOR_S:
+                if getattr(exc, "fatal", False):
+                    raise
+                now = time.monotonic()
+                first_failure = now if first_failure is None else first_failure
+                self.kafka_status.commit_failed("batch", exc, now)
+                if now - first_failure >= self.retry_for_s:
+                    log.critical(
+                        "a batch has not committed for %.0f s (worker.outage_timeout_s is %.0f): the worker "
+                        "stops; started again, it merges the batch again from the committed offsets",
+                        now - first_failure, self.retry_for_s,
+                    )  # fmt: skip
                     raise
                 delay = min(5.0, 0.5 * 2**attempt)
                 attempt += 1
-                log.warning("batch not committed (%s); retrying in %.1f s", exc, delay)
+                log.debug("batch not committed (%s); retrying in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
-                waited += delay
 
     async def _process_once(self, records: Sequence[RawRecord], current: Callable[[], bool]) -> int:
         async with self.lock:
@@ -475,50 +509,70 @@ class BatchLoop:
 
     async def expire(self) -> int:
         """Emit what expired since the last look, and forget old digests; one transaction per partition
-        with something to commit."""
-        async with self.lock:
-            await self._acquire(self.takeover.pending(self.partitions.assigned))
-            stores = self.partitions.ready
-            if not stores:
-                return 0
-            now_ms = int(time.time() * 1000)
-            forget = time.monotonic() - self._last_digest_expiry >= DIGEST_EXPIRY_EVERY_S
-            work: list[PartitionBatch] = []
-            looked = 0
-            schemas = self._schemas_by_id()
+        with something to commit. Nothing while Kafka does not answer, or while a batch under way retries
+        a commit that failed: nothing could commit (that batch's merge, or the first tick after Kafka is
+        back, emits what expired meanwhile), and the tick would only wait for the batch."""
+        if not await self._lock_for_expiry():
+            return 0
+        try:
+            return await self._expire_locked()
+        finally:
+            self.lock.release()
+
+    async def _lock_for_expiry(self) -> bool:
+        """Take the lock for an expiry tick (True), or give the tick up (False) as soon as Kafka does not
+        answer or the batch holding the lock meets failed commits."""
+        while True:
+            status = self.kafka_status
+            if not status.reachable or (self.lock.locked() and not status.committing):
+                return False
             try:
-                for partition, store in stores.items():
-                    w = PartitionBatch(partition, store.transaction())
-                    work.append(w)
-                    while True:
-                        try:
-                            looked += await self._expire_into(w, schemas, now_ms)
-                            break
-                        except _MergeAgain as again:
-                            log.warning("expiring %s[%d] again: %s", self.topics.raw, partition, again)
-                            await w.abandon()
-                            work[-1] = w = PartitionBatch(partition, store.transaction())
-                    if forget:
-                        w.tally.digests_expired += w.txn.expire_digests(
-                            now_ms - self.digest_horizon_ms, 100_000
-                        )
-            except BaseException:
-                for w in work:
-                    await w.abandon()
-                raise
-            changed: list[PartitionBatch] = []
+                await asyncio.wait_for(self.lock.acquire(), LOCK_LOOK_EVERY_S)
+                return True
+            except TimeoutError:
+                continue
+
+    async def _expire_locked(self) -> int:
+        await self._acquire(self.takeover.pending(self.partitions.assigned))
+        stores = self.partitions.ready
+        if not stores:
+            return 0
+        now_ms = int(time.time() * 1000)
+        forget = time.monotonic() - self._last_digest_expiry >= DIGEST_EXPIRY_EVERY_S
+        work: list[PartitionBatch] = []
+        looked = 0
+        schemas = self._schemas_by_id()
+        try:
+            for partition, store in stores.items():
+                w = PartitionBatch(partition, store.transaction())
+                work.append(w)
+                while True:
+                    try:
+                        looked += await self._expire_into(w, schemas, now_ms)
+                        break
+                    except _MergeAgain as again:
+                        log.warning("expiring %s[%d] again: %s", self.topics.raw, partition, again)
+                        await w.abandon()
+                        work[-1] = w = PartitionBatch(partition, store.transaction())
+                if forget:
+                    w.tally.digests_expired += w.txn.expire_digests(now_ms - self.digest_horizon_ms, 100_000)
+        except BaseException:
             for w in work:
-                if w.tx is not None or w.out or w.txn.changelog():
-                    changed.append(w)
-                else:
-                    w.txn.rollback()  # it wrote nothing: what it found shown is what the store holds
-                    self._drops_shown.setdefault(w.partition, {}).update(w.drops_shown)
-            if changed:
-                commits = [asyncio.ensure_future(self._commit_partition(w)) for w in changed]
-                await _uncancellable(self._finish(commits))
-            if forget:
-                self._last_digest_expiry = time.monotonic()
-            return looked
+                await w.abandon()
+            raise
+        changed: list[PartitionBatch] = []
+        for w in work:
+            if w.tx is not None or w.out or w.txn.changelog():
+                changed.append(w)
+            else:
+                w.txn.rollback()  # it wrote nothing: what it found shown is what the store holds
+                self._drops_shown.setdefault(w.partition, {}).update(w.drops_shown)
+        if changed:
+            commits = [asyncio.ensure_future(self._commit_partition(w)) for w in changed]
+            await _uncancellable(self._finish(commits))
+        if forget:
+            self._last_digest_expiry = time.monotonic()
+        return looked
 
     # -- committing
 
@@ -539,6 +593,7 @@ class BatchLoop:
 
     def _counted(self, tally: BatchTally, offsets: dict[int, int]) -> None:
         """What committed transactions did, into the stats and the lag figures."""
+        self.kafka_status.committed(time.monotonic())
         self.stats.add(tally)
         committed_at = time.time()
         self.stats.last_commit_time.set(committed_at)
@@ -655,7 +710,7 @@ class BatchLoop:
         except (TransactionFailed, KafkaError, OSError) as exc:
             if getattr(exc, "fatal", False):
                 raise
-            log.warning("heartbeat not committed (%r); the next one tries again", exc)
+            self.kafka_status.commit_failed("heartbeat", exc, time.monotonic())  # the next one tries again
 
     async def _commit_heartbeat(self) -> None:
         """One transaction holding a heartbeat that describes what is committed now. It carries no state,
@@ -683,6 +738,7 @@ class BatchLoop:
             self._heartbeat_broken = not getattr(exc, "fatal", False)
             raise
         heartbeat.committed(made_s)
+        self.kafka_status.committed(time.monotonic())
         self.stats.heartbeat_committed()
 
     async def _ensure_clean_topics(self, names: set[str]) -> None:

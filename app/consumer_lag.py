@@ -19,6 +19,13 @@ it merged and committed since it started, and C the last time it saw nothing wai
 - unknown (None; no Prometheus sample) while a partition's figures are not known yet (no fetch response,
   or its committed offset not read yet) and none is known to be behind, or when neither W nor C is known.
 
+**Unknown, not 0**, every figure, while the worker owns no raw partition (it starts, its group rebalances,
+or it has more workers than the raw topic has partitions: it cannot tell whether the group's input waits)
+and while Kafka does not answer (``blind``: the ends the last fetches saw may be long past); once it
+answers again, a partition's end counts only from a fetch response after that. A figure of 0 is a claim
+that nothing waits; a monitor or `cdc verify` waiting for it must never read it from a worker
+that cannot know. ``LagFigures.unknown`` says why (for `/stats` and `/health`).
+
 Nothing here runs per raw event or asks Kafka anything: the figures are computed when asked (a scrape,
 `/stats`, a heartbeat, a commit) from the consumer's high watermarks and the offsets the batch loop commits.
 """
@@ -44,17 +51,21 @@ class LagFigures:
     newest_write_ms: int | None
     #: next raw offset committed per owned partition, where known
     committed: dict[int, int]
+    #: why some figure is not known (None: every one is)
+    unknown: str | None = None
 
     @property
     def caught_up(self) -> bool:
-        """Nothing waits on any owned partition (every figure known and 0)."""
-        return all(n == 0 for n in self.records_behind.values())
+        """Nothing waits on any owned partition (the worker owns one, and every figure is known and 0)."""
+        return bool(self.records_behind) and all(n == 0 for n in self.records_behind.values())
 
     @property
     def total_records_behind(self) -> int | None:
-        """Records behind on all owned partitions together (None while one is not known)."""
+        """Records behind on all owned partitions together (None while one is not known, or none owned)."""
         counts = self.records_behind.values()
-        return None if any(n is None for n in counts) else sum(n for n in counts if n is not None)
+        if not counts or any(n is None for n in counts):
+            return None
+        return sum(n for n in counts if n is not None)
 
     def as_dict(self) -> dict[str, object]:
         """The `lag` section of `/stats` (partitions as strings: JSON keys)."""
@@ -64,6 +75,7 @@ class LagFigures:
             "ms_behind": self.ms_behind,
             "newest_write_ms": self.newest_write_ms,
             "committed_offsets": {str(p): o for p, o in sorted(self.committed.items())},
+            "unknown_reason": self.unknown,
         }
 
 
@@ -80,10 +92,34 @@ class ConsumerLag:
         self._committed: dict[int, int | None] = {}
         self._newest_write_us: int | None = None
         self._caught_up_ms: int | None = None
+        self._blind: str | None = None
+        self._fetched_at: Callable[[int], int | None] | None = None
+        #: when Kafka was last seen answering again after it did not (ms since the epoch)
+        self._sighted_ms = 0
 
-    def watch(self, highwater: Callable[[int], int | None]) -> None:
-        """Where a raw partition's end is read: the raw consumer's last fetch response, no request."""
+    def watch(
+        self, highwater: Callable[[int], int | None], fetched_at: Callable[[int], int | None] | None = None
+    ) -> None:
+        """Where a raw partition's end is read: the raw consumer's last fetch response, no request; and
+        when that response came (ms since the epoch; None: no such clock, every end is current)."""
         self._highwater = highwater
+        self._fetched_at = fetched_at
+
+    def blind(self, reason: str | None, now_ms: int) -> None:
+        """While ``reason`` is set (Kafka does not answer), no figure is known; None: Kafka answers, and
+        each partition's end is known again from its next fetch response on."""
+        if reason is None and self._blind is not None:
+            self._sighted_ms = now_ms
+        self._blind = reason
+
+    def _end(self, partition: int) -> int | None:
+        if self._blind is not None:
+            return None
+        if self._fetched_at is not None and self._sighted_ms:
+            fetched = self._fetched_at(partition)
+            if fetched is None or fetched < self._sighted_ms:
+                return None  # fetched before the outage: records may have come since
+        return self._highwater(partition)
 
     @property
     def partitions(self) -> list[int]:
@@ -122,18 +158,19 @@ class ConsumerLag:
                 committed[partition] = offset if known is None else max(known, offset)
         behind: dict[int, int | None] = {}
         for partition, position in committed.items():
-            end = self._highwater(partition)
+            end = self._end(partition)
             behind[partition] = None if position is None or end is None else max(0, end - position)
         newest_us = _newest(self._newest_write_us, newest_write_us)
         newest_ms = None if newest_us is None else newest_us // 1000
-        if all(n == 0 for n in behind.values()):
-            ms_behind: int | None = 0
+        unknown = _why_unknown(behind, self._blind)
+        ms_behind: int | None = None
+        if behind and all(n == 0 for n in behind.values()):
+            ms_behind = 0
         elif any(n for n in behind.values()):  # some partition is known to be behind
             reference = _newest(newest_ms, self._caught_up_ms)
             ms_behind = None if reference is None else max(0, now_ms - reference)
-        else:
-            ms_behind = None
-        return LagFigures(behind, ms_behind, newest_ms, {p: o for p, o in committed.items() if o is not None})
+        known = {p: o for p, o in committed.items() if o is not None}
+        return LagFigures(behind, ms_behind, newest_ms, known, unknown)
 
     def observe(self, now_ms: int) -> LagFigures:
         """The figures now; when nothing waits, now becomes the last time the worker was caught up."""
@@ -148,6 +185,22 @@ class ConsumerLag:
         self.start_at(offsets)
         self._newest_write_us = _newest(self._newest_write_us, newest_write_us)
         return self.observe(now_ms)
+
+
+def _why_unknown(behind: Mapping[int, int | None], blind: str | None) -> str | None:
+    if blind is not None:
+        return blind
+    if not behind:
+        return (
+            "this worker owns no raw partition (starting, rebalancing, or more workers than raw partitions)"
+        )
+    missing = sorted(p for p, n in behind.items() if n is None)
+    if missing:
+        return (
+            f"raw partition(s) {', '.join(map(str, missing))}: no fetch response or committed offset yet "
+            "(just assigned, or restoring)"
+        )
+    return None
 
 
 def _newest(a: int | None, b: int | None) -> int | None:

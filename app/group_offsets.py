@@ -8,13 +8,12 @@ whose last transaction committed includes that transaction's offsets, and one th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from runtime.config import KafkaConfig
-from runtime.kafka_clients import make_admin, start_kafka_client
+from runtime.kafka_clients import make_admin, start_kafka_client, stop_client
 
 
 class GroupOffsets:
@@ -54,8 +53,7 @@ class GroupOffsets:
             try:
                 await start_kafka_client(admin, self.kafka)
             except BaseException:
-                with contextlib.suppress(Exception):
-                    await admin.close()
+                await stop_client(admin, f"the admin client of group {self.group_id}")
                 raise
             self._admin = admin
         return self._admin
@@ -63,5 +61,4 @@ class GroupOffsets:
     async def stop(self) -> None:
         admin, self._admin = self._admin, None
         if admin is not None:
-            with contextlib.suppress(Exception):
-                await admin.close()
+            await stop_client(admin, f"the admin client of group {self.group_id}")

@@ -18,9 +18,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from runtime.config import KafkaConfig
-from runtime.kafka_clients import make_consumer, make_producer, start_kafka_client
+from runtime.kafka_clients import make_consumer, make_producer, start_kafka_client, stop_client
 
 log = logging.getLogger(__name__)
+
+#: how long announcing newly assigned partitions may take (it runs inside the group's rebalance)
+ANNOUNCE_TIMEOUT_S = 10.0
 
 
 class OwnerDirectory:
@@ -59,12 +62,14 @@ class OwnerDirectory:
         if self._producer is None:
             return
         value = json.dumps({"url": self.url, "worker_id": self.worker_id, "since": time.time()}).encode()
+        producer = self._producer
         try:
-            for partition in sorted(partitions):
-                await self._producer.send_and_wait(
-                    self.topic, value=value, key=str(partition).encode(), partition=0
-                )
-        except KafkaError as exc:  # routing only: a worker still serves what it owns
+            async with asyncio.timeout(ANNOUNCE_TIMEOUT_S):  # it runs in the rebalance: never for long
+                for partition in sorted(partitions):
+                    await producer.send_and_wait(
+                        self.topic, value=value, key=str(partition).encode(), partition=0
+                    )
+        except (KafkaError, TimeoutError) as exc:  # routing only: a worker still serves what it owns
             log.warning("cannot announce partitions %s on %s: %r", sorted(partitions), self.topic, exc)
 
     async def _read(self) -> None:
@@ -95,4 +100,4 @@ class OwnerDirectory:
         clients, self._consumer, self._producer = (self._consumer, self._producer), None, None
         for client in clients:
             if client is not None:
-                await client.stop()
+                await stop_client(client, f"the client of {self.topic}")

@@ -18,12 +18,15 @@ from aiokafka import TopicPartition
 from app.errors import RecoveryError
 from app.worker_stats import WorkerStats
 from runtime.config import KafkaConfig
-from runtime.kafka_clients import make_consumer, start_kafka_client
+from runtime.kafka_clients import make_consumer, start_kafka_client, stop_client
 from state.store.partition_store import PartitionStore, StoreOptions
 
 log = logging.getLogger(__name__)
 
 RESTORE_BATCH_RECORDS = 5000
+#: a restore that reads nothing for this long before the changelog's end fails (Kafka went away), to be
+#: retried with the batch
+RESTORE_STALL_S = 30.0
 
 
 def changelog_topic(app_id: str) -> str:
@@ -143,17 +146,24 @@ class PartitionStates:
                     pending[partition] = end
                 else:
                     consumer.pause(tps[partition])
+            progress_at = time.monotonic()
             while pending:
                 batch = await consumer.getmany(*[tps[p] for p in pending], timeout_ms=1000)
                 for tp, records in batch.items():
                     position = await consumer.position(tp)
                     stores[tp.partition].restore([(r.key, r.value) for r in records], position)
                     applied += len(records)
+                    progress_at = time.monotonic()
                 for partition in list(pending):
                     if await consumer.position(tps[partition]) >= pending[partition]:
                         del pending[partition]
+                if pending and time.monotonic() - progress_at > RESTORE_STALL_S:  # Kafka went away
+                    raise TimeoutError(
+                        f"restoring raw partitions {sorted(pending)} from {self.changelog}: no record for "
+                        f"{RESTORE_STALL_S:.0f} s before the changelog's end"
+                    )
         finally:
-            await consumer.stop()
+            await stop_client(consumer, f"the restore consumer of {self.changelog}")
         return applied
 
     def close(self) -> None:

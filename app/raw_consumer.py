@@ -29,11 +29,13 @@ from aiokafka.errors import IllegalStateError
 
 from app.errors import WorkerError
 from runtime.config import KafkaConfig
-from runtime.kafka_clients import make_consumer, start_kafka_client
+from runtime.kafka_clients import make_consumer, start_kafka_client, stop_client
 
 log = logging.getLogger(__name__)
 
 PartitionsCallback = Callable[[set[int]], Awaitable[None]]
+#: how long the raw consumer may take to leave its group when it stops
+LEAVE_TIMEOUT_S = 15.0
 
 
 class RawRecord(Protocol):
@@ -121,9 +123,10 @@ class RawConsumer:
         self._consumer = consumer
 
     async def stop(self) -> None:
+        """Leave the group (within about a request timeout; Kafka may be away) and close."""
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await consumer.stop()
+            await stop_client(consumer, f"the consumer of raw topic {self.topic}", LEAVE_TIMEOUT_S)
 
     def highwater(self, partition: int) -> int | None:
         """The end of a raw partition (the offset after its last record) as the last fetch response for it
@@ -135,6 +138,17 @@ class RawConsumer:
         try:
             return consumer.highwater(TopicPartition(self.topic, partition))  # type: ignore[no-any-return]
         except AssertionError:  # not assigned (any more): a rebalance is under way
+            return None
+
+    def fetched_at(self, partition: int) -> int | None:
+        """When the last fetch response for a raw partition came (ms since the epoch), the moment its
+        ``highwater`` was read; None before one came, or when the partition is not assigned."""
+        consumer = self._consumer
+        if consumer is None:
+            return None
+        try:
+            return consumer.last_poll_timestamp(TopicPartition(self.topic, partition))  # type: ignore[no-any-return]
+        except AssertionError:  # not assigned (any more)
             return None
 
     async def committed_offsets(self, partitions: set[int]) -> dict[int, int]:

@@ -81,16 +81,8 @@ def register_views(app: faust.App, worker: Worker) -> None:
 
     @app.page("/health")
     async def health(self: View, request: Request) -> Response:
-        body = {
-            "status": worker.status,
-            "worker_id": worker.settings.worker_id,
-            "partitions_assigned": sorted(worker.partitions.assigned),
-            "partitions_ready": sorted(worker.partitions.ready),
-            "tables_known": len(worker.schemas.tables()),
-        }
-        if worker.loop.failed is not None:
-            body["error"] = str(worker.loop.failed)
-        return self.json(body, status=200 if worker.status != "failed" else 503)
+        status, body = worker.health()
+        return self.json(body, status=status)
 
     @app.page("/stats")
     async def stats(self: View, request: Request) -> Response:

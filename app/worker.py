@@ -29,17 +29,20 @@ from aiokafka.errors import KafkaError, SaslAuthenticationFailed, UnsupportedSas
 from faust.app.base import BootStrategy
 from rocksdict import Cache, WriteBufferManager
 
-from app.batch_loop import RETRY_FOR_S, BatchLoop, Topics
+from app.batch_loop import BatchLoop, Topics
 from app.change_processor import ChangeProcessor
 from app.errors import TransactionFailed, WorkerError
 from app.group_offsets import GroupOffsets
 from app.heartbeat import make_heartbeat
+from app.kafka_probe import PROBE_EVERY_S, KafkaProbe
+from app.kafka_status import KafkaStatus
 from app.owner_directory import OwnerDirectory
 from app.partition_producers import PartitionProducers
 from app.partition_states import PartitionStates, changelog_topic
 from app.raw_consumer import RawConsumer
 from app.rest_api import register_views
 from app.transactional_sink import TransactionalSink
+from app.worker_health import worker_health
 from app.worker_stats import WorkerStats
 from runtime.config import CdcConfig, ConfigError, KafkaConfig, WorkerConfig
 from runtime.kafka_clients import KafkaAccessError, explain_kafka_error, faust_broker
@@ -95,7 +98,10 @@ class Worker:
         self.settings = settings = worker_config(config)
         kafka = config.kafka
         self.stats = WorkerStats()
+        #: where the worker is in its life: starting, ok (running), failed; `/health` adds degraded
         self.status = "starting"
+        self.kafka_status = KafkaStatus(kafka.bootstrap_servers, settings.outage_timeout_s)
+        self.probe = KafkaProbe(kafka)
         self.topics = Topics(
             raw=kafka.raw_topic,
             changelog=changelog_topic(settings.app_id),
@@ -167,11 +173,14 @@ class Worker:
             heartbeat=heartbeat,
             heartbeat_sink=self.heartbeat_sink,
             reposition=self.consumer.seek,
+            kafka_status=self.kafka_status,
+            outage_timeout_s=settings.outage_timeout_s,
         )
-        self.stats.lag.watch(self.consumer.highwater)
+        self.stats.lag.watch(self.consumer.highwater, self.consumer.fetched_at)
         self._restoring: asyncio.Task[None] | None = None
         self._merging: asyncio.Task[object] | None = None
         self._beating: asyncio.Task[object] | None = None
+        self._watching: asyncio.Task[object] | None = None
         self.app = self._build_app()
 
     def _build_app(self) -> faust.App:
@@ -209,13 +218,17 @@ class Worker:
                 await self._fail(exc)
                 raise
             finally:
-                with contextlib.suppress(KafkaError, OSError):
-                    await self.consumer.stop()
+                await self.consumer.stop()
 
         @app.timer(interval=settings.expiry_interval_ms / 1000)
         async def expire_ttls() -> None:
             if self.status == "ok":
                 await self._periodic_commit(self.loop.expire, "expiry")
+
+        @app.task
+        async def watch_kafka() -> None:
+            self._watching = asyncio.current_task()
+            await self._watch_kafka()
 
         if self.loop.heartbeat is not None:
 
@@ -233,15 +246,31 @@ class Worker:
 
     async def _beat_forever(self) -> None:
         """Heartbeats while the worker runs (after a batch's commits when one is due then; see batch_loop).
-        A heartbeat that cannot commit is tried again at the next one; fenced, the worker stops."""
+        A heartbeat that cannot commit is tried again at the next one (none while Kafka does not answer);
+        fenced, the worker stops."""
         while True:
             await asyncio.sleep(max(self.loop.heartbeat_wait_s(), 0.05))
-            if self.status == "ok" and not await self._periodic_commit(self.loop.beat, "heartbeat"):
+            ready = self.status == "ok" and self.kafka_status.reachable
+            if not ready or not await self._periodic_commit(self.loop.beat, "heartbeat"):
                 await asyncio.sleep(self.settings.heartbeat_interval_ms / 1000)
 
+    async def _watch_kafka(self) -> None:
+        """Whether Kafka answers, every PROBE_EVERY_S, for `/health`, the lag figures and the logs."""
+        bootstrap = self.config.kafka.bootstrap_servers
+        while True:
+            error = await self.probe.look()
+            now, now_ms = time.monotonic(), int(time.time() * 1000)
+            if error is None:
+                self.kafka_status.answered(now)
+                self.stats.lag.blind(None, now_ms)
+            else:
+                self.kafka_status.did_not_answer(error, now)
+                self.stats.lag.blind(f"Kafka at {bootstrap} does not answer", now_ms)
+            await asyncio.sleep(PROBE_EVERY_S)
+
     async def _periodic_commit(self, step: Callable[[], Awaitable[object]], what: str) -> bool:
-        """One commit of a timer (expiry, heartbeat). Kafka being away is left to the next tick (False);
-        a fence, or any other error, stops the worker."""
+        """One commit of a timer (expiry, heartbeat). Kafka being away is left to the next tick (False;
+        app/kafka_status.py tells the outage in the log); a fence, or any other error, stops the worker."""
         try:
             await step()
         except asyncio.CancelledError:
@@ -250,7 +279,7 @@ class Worker:
             if getattr(exc, "fatal", False):
                 await self._fail(exc)
                 raise
-            log.warning("%s not committed (%r); the next one tries again", what, exc)
+            self.kafka_status.commit_failed(what, exc, time.monotonic())
             return False
         except BaseException as exc:
             await self._fail(exc)
@@ -272,9 +301,9 @@ class Worker:
 
     async def _restore_assigned(self, partitions: set[int]) -> None:
         """Take the assigned partitions over (register their transactional ids, restore their stores),
-        waiting out a Kafka outage for as long as a batch would; then read where the group resumes the
-        new ones, for the lag metric."""
-        waited = 0.0
+        waiting out a Kafka outage for as long as a batch would (worker.outage_timeout_s, from the first
+        failure); then read where the group resumes the new ones, for the lag metric."""
+        first_failure: float | None = None
         while True:
             try:
                 await self.loop.restore_assigned()
@@ -283,12 +312,13 @@ class Worker:
             except asyncio.CancelledError:
                 raise
             except (KafkaError, OSError) as exc:
-                if waited >= RETRY_FOR_S:
+                now = time.monotonic()
+                first_failure = now if first_failure is None else first_failure
+                self.kafka_status.commit_failed("taking raw partitions over", exc, now)
+                if now - first_failure >= self.loop.retry_for_s:
                     await self._fail(exc)
                     return
-                log.warning("restoring assigned partitions failed (%r); retrying", exc)
                 await asyncio.sleep(2.0)
-                waited += 2.0
             except BaseException as exc:
                 await self._fail(exc)
                 return
@@ -297,8 +327,10 @@ class Worker:
         """The group's committed offsets of newly assigned partitions: records behind are counted from
         there until this worker commits them. Never fatal (a metric is not worth stopping the worker for):
         their lag stays unknown until then."""
+        timeout_s = max(10.0, self.config.kafka.request_timeout_ms / 1000 * 2)
         try:
-            self.stats.lag.start_at(await self.consumer.committed_offsets(partitions))
+            offsets = await asyncio.wait_for(self.consumer.committed_offsets(partitions), timeout_s)
+            self.stats.lag.start_at(offsets)
         except Exception as exc:  # Kafka away, or the partitions revoked meanwhile
             log.warning(
                 "cannot read the committed offsets of raw partitions %s (%r): their lag is unknown until "
@@ -395,10 +427,24 @@ class Worker:
             await self.heartbeat_sink.start()
         await self.owners.start()
 
+    def health(self) -> tuple[int, dict[str, object]]:
+        """`/health`: HTTP status and body (app/worker_health.py)."""
+        return worker_health(
+            lifecycle=self.status,
+            worker_id=self.settings.worker_id,
+            assigned=self.partitions.assigned,
+            ready=set(self.partitions.ready),
+            tables_known=len(self.schemas.tables()),
+            kafka=self.kafka_status,
+            lag=self.stats.lag.figures(int(time.time() * 1000)),
+            failed=self.loop.failed,
+            now=time.monotonic(),
+        )
+
     async def stop(self) -> None:
         """Stop merging (a commit under way ends first, and the raw consumer leaves the group), then close
         every client and store, while Faust still runs the event loop."""
-        for task in (self._beating, self._merging, self._restoring):
+        for task in (self._watching, self._beating, self._merging, self._restoring):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -406,6 +452,8 @@ class Worker:
         await self.shutdown()
 
     async def shutdown(self) -> None:
+        """Close every client (each within a deadline: Kafka may be away) and store."""
+        await self.probe.stop()
         await self.owners.stop()
         await self.producers.stop()
         if self.heartbeat_sink is not None:
@@ -438,6 +486,16 @@ def client_setup_failure(exc: ClientSetupError) -> str:
     return f"cannot make the worker's Kafka clients: {exc}"
 
 
+class _FaustWorker(faust.Worker):
+    """Faust's worker without its terminal spinner, which writes cursor control bytes (``\\b\\x1b[?25h``)
+    to stdout when the worker has started, terminal or not: the worker's output is log lines only (one
+    JSON object each with ``--log-format json``)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.spinner = None
+
+
 def kafka_refusal(exc: BaseException, kafka: KafkaConfig) -> str | None:
     """Why Kafka refuses this worker for good (authentication, certificates, TLS on one side only), naming
     the kafka.security key to fix and never a secret; None for what may pass (a broker not up yet)."""
@@ -464,7 +522,7 @@ def run_worker(config: CdcConfig) -> int:
             raise WorkerError(client_setup_failure(exc)) from None
         raise
     loop.run_until_complete(worker.prepare())
-    faust_worker = faust.Worker(worker.app, loop=loop, loglevel="WARNING", quiet=True, override_logging=False)
+    faust_worker = _FaustWorker(worker.app, loop=loop, loglevel="WARNING", quiet=True, override_logging=False)
     try:
         faust_worker.execute_from_commandline()
     except SystemExit as exc:

@@ -146,7 +146,13 @@ class _LagGauges(Collector):  # type: ignore[misc]
         )
         if figures.newest_write_ms is not None:
             newest.add_metric([], figures.newest_write_ms / 1000)
-        return [records, ms, newest]
+        known = GaugeMetricFamily(
+            "cdc_worker_lag_known",
+            "1 when every lag figure is known; 0 while one is not (no raw partition owned, Kafka not "
+            "answering, a partition just assigned): the lag gauges then have no sample, never a 0",
+        )
+        known.add_metric([], 1 if figures.unknown is None else 0)
+        return [records, ms, newest, known]
 
 
 class WorkerStats:

@@ -14,19 +14,28 @@ records of 100 bytes (its changelog partition), and the raw offsets:
                  in its own transaction, the commits concurrent (the worker now)
   kip447         confluent-kafka 2.x: one transactional producer, offsets sent with the group metadata of a
                  consumer in the group (KIP-447); records produced one by one (librdkafka batches them)
+  per-partition-overlap
+                 per-partition as the worker did it before: each transaction's offsets sent while its
+                 records were still in flight (their round trips overlapping); a broker of Kafka 3.6+ then
+                 turns records back with NOT_ENOUGH_REPLICAS (KIP-890's check meeting the coordinator busy
+                 with the offsets), and aiokafka sends them again: counted as `turned back` per batch
+
+--schemes picks some of them; --kafka-port/--controller-port move the broker (default 29392/29393).
 
 Reported per scheme: wall ms per batch, and CPU ms per batch of this process (all its threads: asyncio's
 and librdkafka's). The broker's CPU is not counted. The worker's own merge costs about 34 CPU-µs per raw
 event (bench/worker_pipeline.md), so a batch of 5,000 events costs about 170 CPU-ms besides its commit.
 
     .venv/bin/python bench/transaction_scheme.py [--rounds 5] [--batches 40] [--partitions 12]
-        [--clean-records 140] [--changelog-records 500] [--out bench/transaction_scheme.md]
+        [--clean-records 140] [--changelog-records 500] [--schemes S ...] [--kafka-port P]
+        [--controller-port P] [--out bench/transaction_scheme.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import random
 import statistics
@@ -36,19 +45,51 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from aiokafka import TopicPartition  # noqa: E402
 
-from app.transactional_sink import Outgoing, TransactionalSink  # noqa: E402
+from app.transactional_sink import OpenTransaction, Outgoing, TransactionalSink  # noqa: E402
 from infra.settings import InfraSettings  # noqa: E402
 from runtime.config import KafkaConfig  # noqa: E402
 from runtime.kafka_topics import TopicSpec, ensure_topics  # noqa: E402
 
 KAFKA_PORT, KAFKA_CONTROLLER_PORT = 29392, 29393
-SCHEMES = ("one", "per-partition", "kip447")
+SCHEMES = ("one", "per-partition", "kip447", "per-partition-overlap")
+
+
+class TurnedBack(logging.Handler):
+    """Counts aiokafka's warnings of records the broker turned back with NOT_ENOUGH_REPLICAS."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "NotEnoughReplicas" in record.getMessage():
+            self.count += 1
+
+
+async def _deliver_overlapping(
+    self: OpenTransaction, offsets: dict[TopicPartition, int], group_id: str
+) -> list[tuple[Any, int]]:
+    """OpenTransaction._deliver as it was: the offsets first, while the records are in flight."""
+    if offsets:
+        await self.producer.send_offsets_to_transaction(dict(offsets), group_id)
+    written = await asyncio.gather(*(delivered for delivered, _ in self.pending))
+    return list(zip(written, (count for _, count in self.pending), strict=True))
+
+
+async def run_per_partition_overlap(kafka: KafkaConfig, work: Workload, batches: int) -> None:
+    ordered = OpenTransaction._deliver
+    OpenTransaction._deliver = _deliver_overlapping  # type: ignore[method-assign,assignment]
+    try:
+        await run_per_partition(kafka, work, batches)
+    finally:
+        OpenTransaction._deliver = ordered  # type: ignore[method-assign]
 
 
 def say(message: str) -> None:
@@ -160,11 +201,21 @@ def run_kip447(bootstrap: str, work: Workload, batches: int) -> None:
         consumer.close()
 
 
-def measure(run: Callable[[], None], batches: int) -> tuple[float, float]:
-    """(wall ms, CPU ms of this process) per batch."""
+def measure(run: Callable[[], None], batches: int) -> tuple[float, float, float]:
+    """(wall ms, CPU ms of this process, records turned back) per batch."""
+    turned_back = TurnedBack()
+    client_log = logging.getLogger("aiokafka")
+    client_log.addHandler(turned_back)
     wall, cpu = time.perf_counter(), time.process_time()
-    run()
-    return (time.perf_counter() - wall) * 1000 / batches, (time.process_time() - cpu) * 1000 / batches
+    try:
+        run()
+    finally:
+        client_log.removeHandler(turned_back)
+    return (
+        (time.perf_counter() - wall) * 1000 / batches,
+        (time.process_time() - cpu) * 1000 / batches,
+        turned_back.count / batches,
+    )
 
 
 def main() -> None:
@@ -174,20 +225,24 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--clean-records", type=int, default=140, help="change events per raw partition")
     parser.add_argument("--changelog-records", type=int, default=500, help="state records per raw partition")
+    parser.add_argument("--schemes", nargs="+", choices=SCHEMES, default=list(SCHEMES))
+    parser.add_argument("--kafka-port", type=int, default=KAFKA_PORT)
+    parser.add_argument("--controller-port", type=int, default=KAFKA_CONTROLLER_PORT)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
     from infra.kafka import KafkaBroker, broker_spec
 
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="txn-scheme-") as home:
         settings = InfraSettings.from_env(
-            home=Path(home), kafka_port=KAFKA_PORT, kafka_controller_port=KAFKA_CONTROLLER_PORT
+            home=Path(home), kafka_port=args.kafka_port, kafka_controller_port=args.controller_port
         )
         broker = KafkaBroker(broker_spec(settings), settings)
-        say(f"load average before start: {os.getloadavg()}; starting Kafka on 127.0.0.1:{KAFKA_PORT}")
+        say(f"load average before start: {os.getloadavg()}; starting Kafka on 127.0.0.1:{args.kafka_port}")
         broker.start()
         try:
-            results = bench(args, f"127.0.0.1:{KAFKA_PORT}")
+            results = bench(args, f"127.0.0.1:{args.kafka_port}")
         finally:
             broker.stop()
     report = render(args, results)
@@ -196,11 +251,12 @@ def main() -> None:
         args.out.write_text(report)
 
 
-def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, list[tuple[float, float]]]:
+def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, list[tuple[float, float, float]]]:
     kafka = KafkaConfig(bootstrap_servers=bootstrap)
-    results: dict[str, list[tuple[float, float]]] = {s: [] for s in SCHEMES}
+    schemes = tuple(args.schemes)
+    results: dict[str, list[tuple[float, float, float]]] = {s: [] for s in schemes}
     for index in range(-1, args.rounds):  # round -1 warms the broker up and is not counted
-        order = SCHEMES[index % 3 :] + SCHEMES[: index % 3]
+        order = schemes[index % len(schemes) :] + schemes[: index % len(schemes)]
         for scheme in order:
             work = Workload(args, f"bench-{uuid.uuid4().hex[:8]}")
             asyncio.run(ensure_topics(kafka, work.topics()))
@@ -209,36 +265,46 @@ def bench(args: argparse.Namespace, bootstrap: str) -> dict[str, list[tuple[floa
                 "one": lambda w=work, b=batches: asyncio.run(run_one(kafka, w, b)),
                 "per-partition": lambda w=work, b=batches: asyncio.run(run_per_partition(kafka, w, b)),
                 "kip447": lambda w=work, b=batches: run_kip447(bootstrap, w, b),
+                "per-partition-overlap": lambda w=work, b=batches: asyncio.run(
+                    run_per_partition_overlap(kafka, w, b)
+                ),
             }
-            wall, cpu = measure(runs[scheme], batches)
+            wall, cpu, turned_back = measure(runs[scheme], batches)
             if index >= 0:
-                results[scheme].append((wall, cpu))
-                say(f"round {index + 1} {scheme}: {wall:.1f} ms, {cpu:.1f} CPU-ms per batch")
+                results[scheme].append((wall, cpu, turned_back))
+                say(
+                    f"round {index + 1} {scheme}: {wall:.1f} ms, {cpu:.1f} CPU-ms, {turned_back:.1f} turned back"
+                )
     return results
 
 
-def render(args: argparse.Namespace, results: dict[str, list[tuple[float, float]]]) -> str:
-    base_cpu = statistics.median(c for _, c in results["one"])
+def render(args: argparse.Namespace, results: dict[str, list[tuple[float, float, float]]]) -> str:
+    base = "one" if "one" in results else next(iter(results))
+    base_cpu = statistics.median(c for _, c, _ in results[base])
+    chosen = "" if tuple(args.schemes) == SCHEMES else f" --schemes {' '.join(args.schemes)}"
     lines = [
         "# Commit cost per fencing scheme (bench/transaction_scheme.py)",
         "",
         f"Command: `.venv/bin/python bench/transaction_scheme.py --rounds {args.rounds} --batches {args.batches} "
         f"--partitions {args.partitions} --clean-records {args.clean_records} --changelog-records "
-        f"{args.changelog_records}`",
+        f"{args.changelog_records}{chosen}`",
         "",
         f"Machine: {os.cpu_count()} cores, one local Kafka broker sharing them; 1-minute load average at the "
         f"end: {os.getloadavg()[0]:.2f}. Per batch: {args.partitions} raw partitions x ({args.clean_records} "
         f"change events of 400 B + {args.changelog_records} changelog records of 100 B) and their offsets.",
         "",
-        "| scheme | wall ms per batch (median) | CPU ms per batch (median) | CPU ms per batch, each round | CPU vs one |",
-        "|---|---:|---:|---|---:|",
+        f"| scheme | wall ms per batch (median) | CPU ms per batch (median) | CPU ms per batch, each round | "
+        f"CPU vs {base} | records turned back per batch (median) |",
+        "|---|---:|---:|---|---:|---:|",
     ]
-    for scheme in SCHEMES:
-        walls = [w for w, _ in results[scheme]]
-        cpus = [c for _, c in results[scheme]]
+    for scheme in results:
+        walls = [w for w, _, _ in results[scheme]]
+        cpus = [c for _, c, _ in results[scheme]]
+        back = [t for _, _, t in results[scheme]]
         lines.append(
             f"| {scheme} | {statistics.median(walls):.1f} | {statistics.median(cpus):.1f} | "
-            f"{', '.join(f'{c:.1f}' for c in cpus)} | {statistics.median(cpus) / base_cpu:.2f} |"
+            f"{', '.join(f'{c:.1f}' for c in cpus)} | {statistics.median(cpus) / base_cpu:.2f} | "
+            f"{statistics.median(back):.1f} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -226,6 +226,13 @@ class WorkerConfig:
     partitions' (`<app_id>-<partition>`)."""
     startup_timeout_s: int = 120
     """How long a starting worker waits for Kafka (topics, schemas, its producer) before it gives up."""
+    outage_timeout_s: int = 180
+    """How long a running worker retries a batch that Kafka does not take (a broker down, unreachable, or
+    refusing the transaction) before it stops with exit code 1, for a supervisor to start it again (it
+    then waits ``startup_timeout_s`` for Kafka, and merges the batch again from the committed offsets:
+    nothing is lost or repeated). Counted from the batch's first failed attempt; the attempt under way
+    ends first (at most a few transaction timeouts). A worker with no batch to commit waits for Kafka
+    for as long as it takes; `/health` says degraded meanwhile."""
     session_timeout_ms: int = 15_000
     """How soon the group notices a dead worker and hands its partitions to the others."""
     web_bind: str = "127.0.0.1"
@@ -500,7 +507,9 @@ def _check_worker(values: dict[str, Any], prefix: str, origin: dict[str, str]) -
             f"config key {prefix}schema_registry_url is required when {prefix}encoding is 'avro' "
             f"({source('encoding')})"
         )
-    for name in ("clean_partitions", "batch_max_events", "expiry_interval_ms", "transaction_timeout_ms"):
+    for name in (
+        "clean_partitions", "batch_max_events", "expiry_interval_ms", "transaction_timeout_ms", "outage_timeout_s"
+    ):  # fmt: skip
         if name in values and values[name] == 0:
             raise ConfigError(f"config key {prefix}{name} must be greater than 0 ({source(name)})")
     port = values.get("web_port")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,11 @@ from runtime.tls import ClientSetupError, client_ssl_context, explain_tls_failur
 if TYPE_CHECKING:
     from faust.types.auth import CredentialsT
 
+log = logging.getLogger(__name__)
+
 PREFIX = "kafka.security."
+#: how long a client may take to stop before its connections are closed under it
+STOP_TIMEOUT_S = 5.0
 #: aiokafka arguments that only kafka.security may set
 SECURITY_ARGUMENTS = frozenset(
     {"security_protocol", "ssl_context", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
@@ -287,3 +292,37 @@ async def _stop_quietly(client: Any) -> None:
     if stop is not None:
         with contextlib.suppress(KafkaError, OSError, AssertionError):
             await stop()
+
+
+async def stop_client(client: Any, what: str, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Stop (or close) an aiokafka client within ``timeout_s``, whatever Kafka does meanwhile; never raises
+    but a cancel.
+
+    aiokafka's ``stop`` waits, without a deadline, for what the client still has under way: a
+    transactional producer for its requests to the transaction coordinator (with Kafka away, until Kafka
+    comes back), any producer for the records it holds. Past ``timeout_s`` the stop is cancelled, which
+    cancels those requests, and the client's connections are closed. Nothing is lost that way: records
+    not acknowledged were never confirmed to anyone, and a transaction left open is aborted by the broker
+    on its timeout, or when its transactional id is registered again."""
+    stop = getattr(client, "stop", None) or client.close
+    try:
+        await asyncio.wait_for(stop(), timeout_s)
+        return
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise  # this task is being cancelled: let it be
+        # aiokafka's consumer awaits the fetch requests it has just cancelled: with Kafka away one of
+        # them is in its retry backoff, and its CancelledError comes out of stop()
+        log.info("%s stopped with its fetch requests cancelled", what)
+    except TimeoutError:
+        log.warning(
+            "%s did not stop within %.0f s (requests to Kafka still under way): its connections are closed",
+            what, timeout_s,
+        )  # fmt: skip
+    except (KafkaError, OSError, AssertionError) as exc:  # a client in a failed state still closes
+        log.info("%s stopped with %r", what, exc)
+    connections = getattr(client, "client", None) or getattr(client, "_client", None)
+    if connections is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(connections.close(), timeout_s)

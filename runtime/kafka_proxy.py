@@ -228,6 +228,11 @@ class KafkaProxy:
             self._faults.remove(fault)
         return bool(pending)
 
+    @property
+    def refusing(self) -> bool:
+        """Whether new connections are refused now (a fault's refusal, or the broker behind it down)."""
+        return self._server is None and not self._stopping
+
     def cut_now(self, *, refuse_s: float = 0.0) -> None:
         self._refuse(refuse_s)
         self._cut()

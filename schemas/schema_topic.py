@@ -20,7 +20,7 @@ from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.errors import SchemaError
 from cassandra_model.table_schema import TableSchema
 from runtime.config import KafkaConfig
-from runtime.kafka_clients import KafkaAccessError, make_consumer, start_kafka_client
+from runtime.kafka_clients import KafkaAccessError, make_consumer, start_kafka_client, stop_client
 from runtime.kafka_topics import topic_partitions
 from schemas.schema_event import SchemaEvent, SchemaEventError, SchemaTopicError
 
@@ -154,5 +154,5 @@ class TableSchemas:
             self._follow.cancel()
             await asyncio.gather(self._follow, return_exceptions=True)
         if self._consumer is not None:
-            await self._consumer.stop()
+            await stop_client(self._consumer, f"the consumer of schema topic {self.topic}")
             self._consumer = None

@@ -124,8 +124,10 @@ class AgentProcess(ServiceProcess):
 
     command = "agent"
 
-    def __init__(self, workdir: Path, config: dict[str, Any], name: str = "agent") -> None:
-        super().__init__(self.command, name, config, workdir, self.http_port(config))
+    def __init__(
+        self, workdir: Path, config: dict[str, Any], name: str = "agent", *, log_format: str = "text"
+    ) -> None:
+        super().__init__(self.command, name, config, workdir, self.http_port(config), log_format=log_format)
         self.state_directory = self.state_path(config)
 
     @staticmethod

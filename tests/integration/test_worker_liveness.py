@@ -27,6 +27,7 @@ from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import read_topic_records
 from runtime.config import KafkaConfig
 from runtime.kafka_topics import TopicSpec, ensure_topics
+from runtime.service_process import START_MARKER
 from schemas.schema_event import schema_event
 from testkit.event_builder import EventBuilder, Write
 from tests.integration.agent_harness import unique_name, wait_until
@@ -314,3 +315,40 @@ def test_lag_grows_while_the_worker_is_stopped_or_stuck_and_returns_to_zero_once
         )
     finally:
         worker.ensure_stopped()
+
+
+def test_the_worker_log_holds_json_lines_only_and_a_clean_start_on_new_topics_writes_no_error(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Faust's start-up spinner wrote terminal control bytes (``\\b\\x1b[?25h``) before the first JSON
+    line of a log file; and a start on topics just created (the changelog, the owners and dead-letter
+    topics) met partition leaders not elected yet, which the Kafka client logged at ERROR while retrying."""
+    dep = deploy(kafka_bootstrap, tmp_path)
+    config = worker_config(
+        bootstrap=kafka_bootstrap,
+        raw_topic=dep.raw_topic,
+        schema_topic=dep.schema_topic,
+        raw_partitions=RAW_PARTITIONS,
+        data_directory=tmp_path / "w1-data",
+        app_id=dep.app_id,
+        worker_id="w1",
+        topic_prefix=dep.prefix,
+    )
+    worker = WorkerProcess(tmp_path, config, "w1", log_format="json")
+    try:
+        worker.start()
+        worker.wait_healthy(90)
+        dep.produce(0, dep.users, [1], now_us())
+        wait_until(lambda: lag_of(worker)["committed_offsets"].get("0") == 1, 60, worker.log_tail)
+        assert worker.stop() == 0
+    finally:
+        worker.ensure_stopped()
+    lines = [line for line in worker.log_text().splitlines() if line and not line.startswith(START_MARKER)]
+    entries = []
+    for line in lines:
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            raise AssertionError(f"a line of the worker's log is not JSON: {line!r}") from None
+    assert entries, "the worker wrote nothing"
+    assert [e for e in entries if e["level"] in ("ERROR", "CRITICAL")] == []

@@ -98,6 +98,11 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
             {},
             r"worker\.batch_max_events must be greater than 0 \(file",
         ),
+        (
+            "worker:\n  data_directory: /w\n",
+            {"CDC__WORKER__OUTAGE_TIMEOUT_S": "0"},
+            r"worker\.outage_timeout_s must be greater than 0 \(environment variable CDC__WORKER__OUTAGE_TIMEOUT_S",
+        ),
     ],
 )
 def test_bad_values_name_key_and_source(tmp_path: Path, text: str, env: dict[str, str], message: str) -> None:

@@ -138,10 +138,11 @@ def test_while_kafka_is_away_a_batch_is_retried_with_backoff_then_the_error_goes
 ) -> None:
     """Kafka away: retried from scratch, 0.5 s then 1 s apart, each time from the take-over of the
     partition, until RETRY_FOR_S is used up. The take-over registers the partition's transactional id
-    first (fencing whoever had it), so no store is opened while that fails, and none is left open."""
+    first (fencing whoever had it), so no store is opened while that fails, and none is left open. The
+    outage is told once when it starts (each attempt only at DEBUG), and the deadline when it is reached."""
     monkeypatch.setattr(batch_loop, "RETRY_FOR_S", 1.0)
     loop.partitions.assign({0})
-    caplog.set_level(logging.WARNING, logger="app.batch_loop")
+    caplog.set_level(logging.DEBUG, logger="app")
 
     started = time.monotonic()
     with pytest.raises(KafkaError):
@@ -154,6 +155,14 @@ def test_while_kafka_is_away_a_batch_is_retried_with_backoff_then_the_error_goes
         if r.name == "app.batch_loop" and "retrying in" in r.getMessage()
     ]
     assert [m.rsplit("retrying in ", 1)[1] for m in retries] == ["0.5 s", "1.0 s"], retries
+    told = [
+        (r.levelname, r.getMessage())
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name.startswith("app")
+    ]
+    assert [level for level, _ in told] == ["WARNING", "CRITICAL"], told
+    assert "does not take the worker's commits" in told[0][1]
+    assert "worker.outage_timeout_s is 1" in told[1][1]
     assert 1.5 <= elapsed < 10, elapsed
     assert loop.partitions.ready == {} and loop.producers.registered == set()
     assert stats.document()["total"]["in"] == 0

@@ -110,10 +110,55 @@ def test_a_burst_after_a_quiet_hour_counts_from_when_the_worker_was_last_caught_
     assert lag.observe(NOW_MS).ms_behind == 2000
 
 
-def test_a_worker_that_owns_nothing_is_caught_up() -> None:
-    figures = ConsumerLag().observe(NOW_MS)
+def test_a_worker_that_owns_nothing_does_not_know_its_lag() -> None:
+    """It cannot tell whether its group's input waits (after a broker came back, ~30,000 raw records
+    waited while a worker without partitions said 0 behind)."""
+    lag = lag_with({0: 10})
+    lag.on_commit({0: 10}, None, NOW_MS - 1000)
+    lag.revoke({0})
 
-    assert figures.caught_up and figures.ms_behind == 0 and figures.total_records_behind == 0
+    figures = lag.observe(NOW_MS)
+
+    assert not figures.caught_up
+    assert (figures.total_records_behind, figures.ms_behind) == (None, None)
+    assert figures.unknown is not None and "owns no raw partition" in figures.unknown
+
+
+def test_while_kafka_does_not_answer_no_figure_is_known_and_after_it_answers_they_are_again() -> None:
+    lag = lag_with({0: 10, 1: 4})
+    lag.on_commit({0: 10, 1: 4}, None, NOW_MS - 1000)
+    lag.blind("Kafka at k:9092 does not answer", NOW_MS - 500)
+
+    figures = lag.observe(NOW_MS)
+
+    assert figures.records_behind == {0: None, 1: None}
+    assert (figures.total_records_behind, figures.ms_behind) == (None, None)
+    assert figures.unknown == "Kafka at k:9092 does not answer"
+    assert figures.committed == {0: 10, 1: 4}, "what was committed is still known"
+    lag.blind(None, NOW_MS)
+    again = lag.observe(NOW_MS)
+    assert (again.records_behind, again.ms_behind, again.unknown) == ({0: 0, 1: 0}, 0, None)
+
+
+def test_after_kafka_was_away_an_end_counts_only_from_a_fetch_response_after_its_return() -> None:
+    """The ends the last fetches saw before an outage are long past once Kafka is back (the agents
+    publish their backlog at once): until the consumer fetched again, those partitions are unknown."""
+    ends = {0: 10, 1: 4}
+    fetched = {0: NOW_MS - 90_000, 1: NOW_MS - 90_000}
+    lag = ConsumerLag()
+    lag.watch(ends.get, fetched.get)
+    lag.assign(ends)
+    lag.on_commit({0: 10, 1: 4}, None, NOW_MS - 90_000)
+    assert lag.observe(NOW_MS - 60_000).records_behind == {0: 0, 1: 0}, "no outage yet: the ends count"
+    lag.blind("Kafka at k:9092 does not answer", NOW_MS - 60_000)
+    lag.blind(None, NOW_MS - 1_000)
+    lag.blind(None, NOW_MS - 500)  # the probe answers again: still from the first answer on
+
+    assert lag.observe(NOW_MS).records_behind == {0: None, 1: None}
+    ends[0], fetched[0] = 30_710, NOW_MS - 200
+    figures = lag.observe(NOW_MS)
+    assert figures.records_behind == {0: 30_700, 1: None}
+    assert figures.total_records_behind is None and figures.unknown is not None
 
 
 def test_behind_with_nothing_merged_and_never_caught_up_has_no_ms_figure() -> None:
@@ -166,7 +211,10 @@ def test_the_stats_document_and_the_prometheus_gauges_show_the_figures() -> None
         "records_behind_by_partition": {"0": 7, "1": 0, "2": None},
         "newest_write_ms": 1_700_000_000_123,
         "committed_offsets": {"0": 5, "1": 4},
+        "unknown_reason": "raw partition(s) 2: no fetch response or committed offset yet (just assigned, or "
+        "restoring)",
     }
+    assert scraped[("cdc_worker_lag_known", ())] == 0
     assert ms_behind >= before_ms - 1_700_000_000_123, "partition 0 is behind: now - the newest write"
     assert scraped[("cdc_worker_lag_records", (("partition", "0"),))] == 7
     assert scraped[("cdc_worker_lag_records", (("partition", "1"),))] == 0
@@ -181,7 +229,8 @@ def test_figures_not_known_yet_have_no_prometheus_sample() -> None:
 
     scraped = samples(stats)
 
-    assert not [name for name, _ in scraped if name.startswith("cdc_worker_lag")]
+    assert [name for name, _ in scraped if name.startswith("cdc_worker_lag")] == ["cdc_worker_lag_known"]
+    assert scraped[("cdc_worker_lag_known", ())] == 0
     assert ("cdc_worker_newest_write_timestamp_seconds", ()) not in scraped
     assert stats.document()["lag"] == {
         "records_behind": None,
@@ -189,4 +238,32 @@ def test_figures_not_known_yet_have_no_prometheus_sample() -> None:
         "ms_behind": None,
         "newest_write_ms": None,
         "committed_offsets": {},
+        "unknown_reason": "raw partition(s) 0: no fetch response or committed offset yet (just assigned, or "
+        "restoring)",
     }
+
+
+def test_a_worker_without_partitions_has_no_lag_sample_and_says_its_lag_is_unknown() -> None:
+    stats = WorkerStats()
+
+    scraped = samples(stats)
+
+    assert [name for name, _ in scraped if name.startswith("cdc_worker_lag")] == ["cdc_worker_lag_known"]
+    assert scraped[("cdc_worker_lag_known", ())] == 0
+    lag = stats.document()["lag"]
+    assert isinstance(lag, dict)
+    assert (lag["records_behind"], lag["ms_behind"]) == (None, None)
+    assert "owns no raw partition" in lag["unknown_reason"]
+
+
+def test_a_caught_up_worker_says_its_lag_is_known() -> None:
+    stats = WorkerStats()
+    stats.lag.watch({0: 3}.get)
+    stats.lag.assign({0})
+    stats.lag.start_at({0: 3})
+
+    scraped = samples(stats)
+
+    assert scraped[("cdc_worker_lag_known", ())] == 1
+    assert scraped[("cdc_worker_lag_records", (("partition", "0"),))] == 0
+    assert scraped[("cdc_worker_lag_ms", ())] == 0

@@ -45,9 +45,9 @@ from testkit.event_builder import (
     SetField,
     Write,
 )
+from tests.unit.pipeline.test_snapshot_events import ITEMS, scanned
 from tests.unit.state.random_history import SCHEMA as PROP
 from tests.unit.state.random_history import random_history
-from tests.unit.pipeline.test_snapshot_events import ITEMS, scanned
 from tests.unit.state.support import merged, shuffled_with_duplicates, table
 
 KV = table("kv")  # (pk int, ck int) with v, w, static s, list l, set st, map m, udt a
