@@ -410,9 +410,10 @@ class RawPublisher:
                 log.warning("%d sends failed in the last %.0f s (latest to %s: %s: %s); resending with backoff",
                             self._failures_unlogged, since, topic, type(exc).__name__, self._safe(exc))  # fmt: skip
             else:
-                log.warning("%d sends to %s failed (%s: %s); resending with backoff (further failures are "
-                            "summarised every %.0f s)", self._failures_unlogged, topic, type(exc).__name__,
-                            self._safe(exc), FAILURE_LOG_INTERVAL_S)  # fmt: skip
+                sends = "a send" if self._failures_unlogged == 1 else f"{self._failures_unlogged} sends"
+                log.warning("%s to %s failed (%s: %s); resending with backoff (further failures are "
+                            "summarised every %.0f s)", sends, topic, type(exc).__name__, self._safe(exc),
+                            FAILURE_LOG_INTERVAL_S)  # fmt: skip
             self._failures_unlogged = 0
         return min(0.1 * 2**attempt, MAX_BACKOFF_S)
 
