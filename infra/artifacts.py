@@ -113,22 +113,13 @@ def ensure_registry(settings: InfraSettings) -> Path:
     return _fetch_archive(artifact, settings.registry_dist, lambda staging: registry_runner(staging).name)
 
 
-def _fetch_archive(artifact: str, target: Path, check: Callable[[Path], str]) -> Path:
-    """Download one `.tar.gz` artifact with Maven and unpack it into `target`, once (behind the stamp).
-
-    `check` looks at the unpacked staging folder, raises if it lacks what the caller needs, and returns
-    the line written into the stamp.
-    """
-    if (target / _STAMP).is_file():
-        return target
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+def _maven_copy(artifact: str, staging: Path) -> None:
+    """Download one artifact (groupId:artifactId:version:type[:classifier]) with Maven into `staging`."""
     cmd = [
         str(find_maven()), "-B", "-q", "-gs", str(GLOBAL_SETTINGS),
         f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={staging}",
     ]  # fmt: skip
-    log.info("downloading %s into %s", artifact, target)
+    log.info("downloading %s into %s", artifact, staging)
     try:
         # No POM: run from the staging folder so Maven never picks up a pom.xml of the current directory.
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=staging)
@@ -140,23 +131,47 @@ def _fetch_archive(artifact: str, target: Path, check: Callable[[Path], str]) ->
             f"Maven failed to download {artifact} (exit {done.returncode}); check that Maven Central is "
             f"reachable and ~/.m2/settings.xml. Last output:\n{tail}"
         )
-    archives = list(staging.glob("*.tar.gz"))
-    if len(archives) != 1:
-        raise ArtifactDownloadError(f"Maven succeeded for {artifact} but left {archives} in {staging}")
-    try:
-        with tarfile.open(archives[0]) as archive:
-            # the "data" filter (no absolute paths, links out of the folder or devices) where Python has it
-            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-            archive.extractall(staging, **safe)
-    except (tarfile.TarError, OSError) as exc:
-        raise ArtifactDownloadError(
-            f"cannot unpack {archives[0]}: {exc}; run `cdc infra fetch` again"
-        ) from exc
-    archives[0].unlink()
-    (staging / _STAMP).write_text(f"{check(staging)}\n")
+
+
+def _staged(target: Path, fill: Callable[[Path], str]) -> Path:
+    """`target`, filled once: `fill` puts the files into an empty staging folder and returns the line for
+    the stamp; the folder replaces `target` only when complete, so an interrupted download is redone."""
+    if (target / _STAMP).is_file():
+        return target
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    (staging / _STAMP).write_text(f"{fill(staging)}\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target
+
+
+def _fetch_archive(artifact: str, target: Path, check: Callable[[Path], str]) -> Path:
+    """Download one `.tar.gz` artifact with Maven and unpack it into `target`, once (behind the stamp).
+
+    `check` looks at the unpacked staging folder, raises if it lacks what the caller needs, and returns
+    the line written into the stamp.
+    """
+
+    def fill(staging: Path) -> str:
+        _maven_copy(artifact, staging)
+        archives = list(staging.glob("*.tar.gz"))
+        if len(archives) != 1:
+            raise ArtifactDownloadError(f"Maven succeeded for {artifact} but left {archives} in {staging}")
+        try:
+            with tarfile.open(archives[0]) as archive:
+                # the "data" filter (no absolute paths, links out of the folder or devices) where Python has it
+                safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                archive.extractall(staging, **safe)
+        except (tarfile.TarError, OSError) as exc:
+            raise ArtifactDownloadError(
+                f"cannot unpack {archives[0]}: {exc}; run `cdc infra fetch` again"
+            ) from exc
+        archives[0].unlink()
+        return check(staging)
+
+    return _staged(target, fill)
 
 
 def registry_runner(dist: Path) -> Path:
@@ -168,6 +183,29 @@ def registry_runner(dist: Path) -> Path:
             "`cdc infra fetch --registry`"
         )
     return matches[-1]
+
+
+def ensure_debezium_cassandra(settings: InfraSettings) -> Path:
+    """Debezium's Cassandra 5 connector as one runnable jar (its jar-with-dependencies), downloaded on first
+    use; only `bench/agent_vs_debezium.py` runs it, so `cdc infra fetch` leaves it out."""
+    artifact = f"io.debezium:debezium-connector-cassandra-5:{settings.debezium_cassandra_version}:jar:jar-with-dependencies"
+
+    def fill(staging: Path) -> str:
+        _maven_copy(artifact, staging)
+        return debezium_cassandra_jar(staging).name
+
+    return debezium_cassandra_jar(_staged(settings.debezium_cassandra_dist, fill))
+
+
+def debezium_cassandra_jar(dist: Path) -> Path:
+    """The connector's runnable jar in its downloaded folder."""
+    jars = sorted(dist.glob("debezium-connector-cassandra-5-*-jar-with-dependencies.jar"))
+    if not jars:
+        raise ArtifactDownloadError(
+            f"no debezium-connector-cassandra-5-*-jar-with-dependencies.jar in {dist}; delete the folder "
+            "and run the benchmark again to download it"
+        )
+    return jars[-1]
 
 
 # -- Kafka Connect: the worker's classpath and the plugin.path folders of infra/connect.py
