@@ -63,7 +63,15 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from agent_pipeline import INSERT, cpu_seconds, proc_status, row, system_busy_seconds  # noqa: E402
 from cassandra import cqltypes  # noqa: E402
-from decoder_throughput import JAVA_EXPORTS, JAVA_LOGBACK, Tree, analysis_of, cpu_model, create_bench_table  # noqa: E402
+from decoder_throughput import (  # noqa: E402
+    JAVA_EXPORTS,
+    JAVA_LOGBACK,
+    Tree,
+    analysis_of,
+    cpu_model,
+    create_bench_table,
+    wait_quiet,
+)
 
 from runtime.service_process import ServiceProcess, free_port  # noqa: E402
 
@@ -227,21 +235,6 @@ def thread_cpu(pid: int) -> dict[str, float]:
             fields = (task / "stat").read_text().rsplit(") ", 1)[1].split()
             out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
     return dict(sorted(((k, round(v, 2)) for k, v in out.items() if v >= 0.05), key=lambda kv: -kv[1]))
-
-
-def wait_quiet(busy_limit_percent: float, max_wait_s: float, window_s: float = 5.0) -> tuple[float, float]:
-    """Until the whole machine was under `busy_limit_percent` busy over `window_s` (other people's work
-    shares it), at most `max_wait_s`; (seconds waited, busy % of the last window)."""
-    started = time.monotonic()
-    cores = os.cpu_count() or 1
-    while True:
-        b0 = system_busy_seconds()
-        time.sleep(window_s)
-        busy = 100 * (system_busy_seconds() - b0) / (window_s * cores)
-        waited = time.monotonic() - started
-        if busy < busy_limit_percent or waited >= max_wait_s:
-            return waited, busy
-        say(f"  machine {busy:.0f}% busy over {window_s:.0f} s; waiting for a quieter moment")
 
 
 # -- one measured run --------------------------------------------------------------------------------

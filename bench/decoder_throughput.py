@@ -79,6 +79,29 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy since boot (the parent's /proc reading of the benches)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from agent_pipeline import system_busy_seconds
+
+    return system_busy_seconds()
+
+
+def wait_quiet(busy_limit_percent: float, max_wait_s: float, window_s: float = 5.0) -> tuple[float, float]:
+    """Until the whole machine was under `busy_limit_percent` busy over `window_s` (other people's work
+    shares it), at most `max_wait_s`; (seconds waited, busy % of the last window)."""
+    started = time.monotonic()
+    cores = os.cpu_count() or 1
+    while True:
+        b0 = machine_busy_seconds()
+        time.sleep(window_s)
+        busy = 100 * (machine_busy_seconds() - b0) / (window_s * cores)
+        waited = time.monotonic() - started
+        if busy < busy_limit_percent or waited >= max_wait_s:
+            return waited, busy
+        say(f"  machine {busy:.0f}% busy over {window_s:.0f} s; waiting for a quieter moment")
+
+
 # -- the segments ------------------------------------------------------------------------------------
 
 
@@ -401,6 +424,8 @@ class Round:
     order: list[str]
     java: dict[str, Any] = field(default_factory=dict)
     trees: dict[str, dict[str, Any]] = field(default_factory=dict)
+    busy: dict[str, float] = field(default_factory=dict)
+    """the whole machine's busy % while each reader ran (one busy core of two is 50%)"""
 
 
 def java_rates(java: dict[str, Any]) -> tuple[float, float]:
@@ -438,7 +463,9 @@ def report(rounds: list[Round], trees: list[Tree], meta: dict[str, Any]) -> str:
         "our structure path, less than full values.",
         f"- **Ours**: the best of {meta['runs']} run(s) per path, data in memory, one Python thread, in a child "
         "process of each checkout's own interpreter.",
-        f"- {len(rounds)} rounds; the order alternates between rounds.",
+        f"- {len(rounds)} rounds; the order alternates between rounds. Each reader starts once the machine was under "
+        f"{meta['quiet_percent']:.0f}% busy for 5 s (waiting {meta['quiet_wait']:.0f} s at most); the rounds table "
+        "says how busy the whole machine was while each ran (one busy core of two is 50%: more is other work).",
         "",
         "| checkout | commit | Python | native core |",
         "|---|---|---|---|",
@@ -463,16 +490,15 @@ def report(rounds: list[Round], trees: list[Tree], meta: dict[str, Any]) -> str:
         lines.append(f"\nCassandra tolerated (torn tail of a live segment): {'; '.join(java0['tolerated'])}")
     lines += ["", "## Every round", ""]
     labels = [lbl for lbl in first.trees[trees[0].label]["paths"]]
-    lines.append("| round | order | Cassandra median | Cassandra best | " + " | ".join(
+    lines.append("| round | order (machine busy % while each ran) | Cassandra median | Cassandra best | " + " | ".join(
         f"{t.label}: {p}" for t in trees for p in labels) + " |")  # fmt: skip
     lines.append("|---:|---|---:|---:|" + "---:|" * (len(trees) * len(labels)))
     for r in rounds:
         median, best = java_rates(r.java)
         cells = [f"{paths[p]['count'] / paths[p]['seconds']:,.0f}" for t in trees
                  for paths in [r.trees[t.label]["paths"]] for p in labels]  # fmt: skip
-        lines.append(
-            f"| {r.number} | {', '.join(r.order)} | {median:,.0f} | {best:,.0f} | {' | '.join(cells)} |"
-        )
+        order = ", ".join(f"{name} ({r.busy.get(name, float('nan')):.0f}%)" for name in r.order)
+        lines.append(f"| {r.number} | {order} | {median:,.0f} | {best:,.0f} | {' | '.join(cells)} |")
     lines += ["", "## Medians over the rounds (mutations/s; ratio = ours / Cassandra's best, same round)", ""]
     lines.append("| reader | path | mutations | mutations/s | MB/s | x Cassandra |")
     lines.append("|---|---|---:|---:|---:|---:|")
@@ -481,11 +507,11 @@ def report(rounds: list[Round], trees: list[Tree], meta: dict[str, Any]) -> str:
     mb = java0["bytes"] / 1e6
     lines.append(
         f"| Cassandra {java0['cassandra']} `CommitLogReader` | median pass | {java0['mutations']:,} | "
-        f"{statistics.median(medians):,.0f} | {statistics.median(medians) * mb / java0['mutations']:.1f} | 1.00 |"
+        f"{statistics.median(medians):,.0f} | {statistics.median(medians) * mb / java0['mutations']:.1f} | - |"
     )
     lines.append(
         f"| Cassandra {java0['cassandra']} `CommitLogReader` | best pass | {java0['mutations']:,} | "
-        f"{statistics.median(bests):,.0f} | {statistics.median(bests) * mb / java0['mutations']:.1f} | - |"
+        f"{statistics.median(bests):,.0f} | {statistics.median(bests) * mb / java0['mutations']:.1f} | 1.00 |"
     )
     for t in trees:
         for p in labels:
@@ -541,6 +567,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--agent-tree", type=Path, default=REPO, help="the checkout measured (default: this)")
     parser.add_argument("--compare-tree", type=Path, help="a second checkout measured in the same rounds")
     parser.add_argument("--native-module", default=NATIVE_MODULE, help="the native core's module name")
+    parser.add_argument("--quiet-percent", type=float, default=25.0,
+                        help="start each reader when the machine is under this %% busy")  # fmt: skip
+    parser.add_argument("--quiet-wait", type=float, default=120.0, help="but wait at most this many seconds")
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile of the structure path")
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     parser.add_argument("--measure-tree", type=Path, help=argparse.SUPPRESS)  # child mode: one checkout
@@ -599,15 +628,18 @@ def main(argv: list[str] | None = None) -> int:
         for number in range(1, args.rounds + 1):
             r = Round(number, round_order(number, names))
             for name in r.order:
-                say(f"round {number}/{args.rounds}: {name}")
+                waited, busy = wait_quiet(args.quiet_percent, args.quiet_wait)
+                say(
+                    f"round {number}/{args.rounds}: {name} (after {waited:.0f} s, the machine {busy:.0f}% busy)"
+                )
+                busy0, started = machine_busy_seconds(), time.monotonic()
                 if name == "cassandra":
                     r.java = run_child(harness.command(tables, files, args.java_runs), "Cassandra's reader")
-                    continue
-                tree = next(t for t in trees if t.label == name)
-                child = [str(tree.python), str(Path(__file__).resolve()), "--measure-tree", str(tree.path),
-                         "--segments", str(folder), "--runs", str(args.runs), "--native-module", args.native_module,
-                         *(["--no-profile"] if args.no_profile or number > 1 else [])]  # fmt: skip
-                r.trees[name] = run_child(child, f"the decoder of {tree.label}", cwd=tree.path)
+                else:
+                    tree = next(t for t in trees if t.label == name)
+                    r.trees[name] = measure_child(tree, folder, args, number)
+                cores = os.cpu_count() or 1
+                r.busy[name] = 100 * (machine_busy_seconds() - busy0) / ((time.monotonic() - started) * cores)
             rounds.append(r)
         meta = {
             "command": shown_command(argv, placeholders),
@@ -615,6 +647,8 @@ def main(argv: list[str] | None = None) -> int:
             "cores": os.cpu_count(),
             "cpu": cpu_model(),
             "runs": args.runs,
+            "quiet_percent": args.quiet_percent,
+            "quiet_wait": args.quiet_wait,
             "load_before": load_before,
             "load_after": " ".join(f"{v:.2f}" for v in os.getloadavg()),
         }
@@ -630,6 +664,14 @@ def analysis_of(path: Path | None) -> str:
     text = path.read_text() if path is not None and path.exists() else ""
     at = text.find(ANALYSIS_HEADING + "\n")
     return "\n" + text[at:] if at >= 0 else ""
+
+
+def measure_child(tree: Tree, folder: Path, args: argparse.Namespace, number: int) -> dict[str, Any]:
+    """Our decoder's paths in a child of the checkout's own interpreter (a profile in the first round only)."""
+    child = [str(tree.python), str(Path(__file__).resolve()), "--measure-tree", str(tree.path),
+             "--segments", str(folder), "--runs", str(args.runs), "--native-module", args.native_module,
+             *(["--no-profile"] if args.no_profile or number > 1 else [])]  # fmt: skip
+    return run_child(child, f"the decoder of {tree.label}", cwd=tree.path)
 
 
 def cpu_model() -> str:
