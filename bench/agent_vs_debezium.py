@@ -528,8 +528,7 @@ class Bench:
         )
         (folder / "backlog.json").write_text(json.dumps({**asdict(backlog), "folder": str(folder),
                                                          "devices": [str(d) for d in devices]}, indent=1))  # fmt: skip
-        say(f"snapshot: {len(backlog.segments)} segments, {backlog.bytes / 1e6:.1f} MB, indexes {backlog.indexes}, "
-            f"sha256 {backlog.sha256[:12]}")  # fmt: skip
+        say(f"snapshot: {backlog_line(backlog)}")
         return backlog
 
     def fresh_copy(self, backlog: Backlog, tag: str) -> Path:
