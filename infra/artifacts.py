@@ -171,36 +171,12 @@ def ensure_registry(settings: InfraSettings) -> Path:
     return _fetch_archive(artifact, settings.registry_dist, lambda staging: registry_runner(staging).name)
 
 
-def _fetch_archive(artifact: str, target: Path, check: Callable[[Path], str]) -> Path:
-    """Download one `.tar.gz` artifact with Maven and unpack it into `target`, once (behind the stamp).
-
-    `check` looks at the unpacked staging folder, raises if it lacks what the caller needs, and returns
-    the line written into the stamp.
-    """
-    if (target / _STAMP).is_file():
-        return target
-    with _artifact_lock(target):
-        if (target / _STAMP).is_file():  # another process fetched it while this one waited
-            return target
-        try:
-            return _fetch_archive_locked(artifact, target, check)
-        except OSError as exc:
-            raise ArtifactDownloadError(
-                f"cannot write {artifact} into {target}: {exc}; check CDC_CACHE_DIR"
-            ) from exc
-
-
-def _fetch_archive_locked(artifact: str, target: Path, check: Callable[[Path], str]) -> Path:
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+def _maven_copy(artifact: str, staging: Path) -> None:
+    """Download one artifact (groupId:artifactId:version:type[:classifier]) with Maven into `staging`."""
     cmd = [
         str(find_maven()), "-B", "-q", "-gs", str(GLOBAL_SETTINGS),
         f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={staging}",
     ]  # fmt: skip
-    what = artifact.split(":tar.gz")[0].rsplit(":", 1)[0]
-    _announce(what, target)
-    started = time.monotonic()
     try:
         # No POM: run from the staging folder so Maven never picks up a pom.xml of the current directory.
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=staging)
@@ -212,24 +188,60 @@ def _fetch_archive_locked(artifact: str, target: Path, check: Callable[[Path], s
             f"Maven failed to download {artifact} (exit {done.returncode}); check that Maven Central is "
             f"reachable and ~/.m2/settings.xml. Last output:\n{tail}"
         )
-    archives = list(staging.glob("*.tar.gz"))
-    if len(archives) != 1:
-        raise ArtifactDownloadError(f"Maven succeeded for {artifact} but left {archives} in {staging}")
-    try:
-        with tarfile.open(archives[0]) as archive:
-            # the "data" filter (no absolute paths, links out of the folder or devices) where Python has it
-            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-            archive.extractall(staging, **safe)
-    except (tarfile.TarError, OSError) as exc:
-        raise ArtifactDownloadError(
-            f"cannot unpack {archives[0]}: {exc}; run `cdc infra fetch` again"
-        ) from exc
-    archives[0].unlink()
-    (staging / _STAMP).write_text(f"{check(staging)}\n")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    _downloaded(what, target, started)
-    return target
+
+
+def _staged(artifact: str, target: Path, fill: Callable[[Path], str]) -> Path:
+    """`target`, filled once (behind the stamp, one process at a time): `fill` puts the files into an
+    empty staging folder and returns the line for the stamp; the folder replaces `target` only when
+    complete, so an interrupted download is redone."""
+    if (target / _STAMP).is_file():
+        return target
+    with _artifact_lock(target):
+        if (target / _STAMP).is_file():  # another process fetched it while this one waited
+            return target
+        what = artifact.split(":tar.gz")[0].rsplit(":", 1)[0]
+        _announce(what, target)
+        started = time.monotonic()
+        try:
+            staging = target.with_name(target.name + ".partial")
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+            (staging / _STAMP).write_text(f"{fill(staging)}\n")
+            shutil.rmtree(target, ignore_errors=True)
+            staging.rename(target)
+        except OSError as exc:
+            raise ArtifactDownloadError(
+                f"cannot write {artifact} into {target}: {exc}; check CDC_CACHE_DIR"
+            ) from exc
+        _downloaded(what, target, started)
+        return target
+
+
+def _fetch_archive(artifact: str, target: Path, check: Callable[[Path], str]) -> Path:
+    """Download one `.tar.gz` artifact with Maven and unpack it into `target`, once (behind the stamp).
+
+    `check` looks at the unpacked staging folder, raises if it lacks what the caller needs, and returns
+    the line written into the stamp.
+    """
+
+    def fill(staging: Path) -> str:
+        _maven_copy(artifact, staging)
+        archives = list(staging.glob("*.tar.gz"))
+        if len(archives) != 1:
+            raise ArtifactDownloadError(f"Maven succeeded for {artifact} but left {archives} in {staging}")
+        try:
+            with tarfile.open(archives[0]) as archive:
+                # the "data" filter (no absolute paths, links out of the folder or devices) where Python has it
+                safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                archive.extractall(staging, **safe)
+        except (tarfile.TarError, OSError) as exc:
+            raise ArtifactDownloadError(
+                f"cannot unpack {archives[0]}: {exc}; run `cdc infra fetch` again"
+            ) from exc
+        archives[0].unlink()
+        return check(staging)
+
+    return _staged(artifact, target, fill)
 
 
 def registry_runner(dist: Path) -> Path:
@@ -241,6 +253,29 @@ def registry_runner(dist: Path) -> Path:
             "`cdc infra fetch --registry`"
         )
     return matches[-1]
+
+
+def ensure_debezium_cassandra(settings: InfraSettings) -> Path:
+    """Debezium's Cassandra 5 connector as one runnable jar (its jar-with-dependencies), downloaded on first
+    use; only `bench/agent_vs_debezium.py` runs it, so `cdc infra fetch` leaves it out."""
+    artifact = f"io.debezium:debezium-connector-cassandra-5:{settings.debezium_cassandra_version}:jar:jar-with-dependencies"
+
+    def fill(staging: Path) -> str:
+        _maven_copy(artifact, staging)
+        return debezium_cassandra_jar(staging).name
+
+    return debezium_cassandra_jar(_staged(artifact, settings.debezium_cassandra_dist, fill))
+
+
+def debezium_cassandra_jar(dist: Path) -> Path:
+    """The connector's runnable jar in its downloaded folder."""
+    jars = sorted(dist.glob("debezium-connector-cassandra-5-*-jar-with-dependencies.jar"))
+    if not jars:
+        raise ArtifactDownloadError(
+            f"no debezium-connector-cassandra-5-*-jar-with-dependencies.jar in {dist}; delete the folder "
+            "and run the benchmark again to download it"
+        )
+    return jars[-1]
 
 
 # -- Kafka Connect: the worker's classpath and the plugin.path folders of infra/connect.py

@@ -22,6 +22,9 @@ REGISTRY_VERSION = "2.6.13.Final"
 #: Debezium's JDBC sink connector, a Kafka Connect plugin (infra/connect.py); runs in a Connect worker of
 #: KAFKA_VERSION. The registry's Connect converter is taken at REGISTRY_VERSION.
 JDBC_SINK_VERSION = "3.3.1.Final"
+#: Debezium's Cassandra 5 connector, a standalone JVM beside a node (its jar-with-dependencies bundles its own
+#: Cassandra and Kafka clients): the Java tool `bench/agent_vs_debezium.py` measures our agent against.
+DEBEZIUM_CASSANDRA_VERSION = "3.4.1.Final"
 
 
 def _env_path(name: str, default: Path) -> Path:
@@ -62,6 +65,7 @@ class InfraSettings:
     delta_version: str = DELTA_VERSION
     registry_version: str = REGISTRY_VERSION
     jdbc_sink_version: str = JDBC_SINK_VERSION
+    debezium_cassandra_version: str = DEBEZIUM_CASSANDRA_VERSION
     cassandra_heap_mb: int = 1024
     kafka_heap_mb: int = 512
     registry_heap_mb: int = 256
@@ -132,6 +136,11 @@ class InfraSettings:
     def jdbc_sink_plugin(self) -> Path:
         """A Connect plugin.path entry holding Debezium's JDBC sink (its debezium-connector-jdbc/ folder)."""
         return self.cache / f"debezium-connector-jdbc-{self.jdbc_sink_version}"
+
+    @property
+    def debezium_cassandra_dist(self) -> Path:
+        """The folder holding Debezium's Cassandra 5 connector as one runnable jar (jar-with-dependencies)."""
+        return self.cache / f"debezium-connector-cassandra-5-{self.debezium_cassandra_version}"
 
     @property
     def apicurio_converter_plugin(self) -> Path:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cdc.cli import build_parser
-from infra.artifacts import APICURIO_CONVERTERS, ensure_apicurio_converter
+from infra.artifacts import APICURIO_CONVERTERS, ensure_apicurio_converter, ensure_debezium_cassandra
 from infra.connect import (
     APICURIO_AVRO_CONVERTER,
     JDBC_SINK_CONNECTOR,
@@ -19,7 +19,7 @@ from infra.connect import (
     render_properties,
     worker_properties,
 )
-from infra.errors import ToolchainError
+from infra.errors import ArtifactDownloadError, ToolchainError
 from infra.postgres import PostgresSpec, find_postgres_bin
 from infra.settings import InfraSettings
 
@@ -102,3 +102,19 @@ def test_fetch_can_skip_connect() -> None:
     parser = build_parser()
     assert parser.parse_args(["infra", "fetch"]).no_connect is False
     assert parser.parse_args(["infra", "fetch", "--no-connect"]).no_connect is True
+
+
+def test_the_debezium_connector_is_its_one_runnable_jar_once_downloaded(tmp_path: Path) -> None:
+    """A stamped folder is used as it is (no Maven); one without the jar says how to get it again."""
+    settings = InfraSettings(home=tmp_path / "home", cache=tmp_path / "cache")
+    folder = settings.debezium_cassandra_dist
+    folder.mkdir(parents=True)
+    (folder / ".complete").write_text("x\n")
+    with pytest.raises(ArtifactDownloadError, match="delete the folder"):
+        ensure_debezium_cassandra(settings)
+    jar = (
+        folder
+        / f"debezium-connector-cassandra-5-{settings.debezium_cassandra_version}-jar-with-dependencies.jar"
+    )
+    jar.write_bytes(b"PK")
+    assert ensure_debezium_cassandra(settings) == jar
