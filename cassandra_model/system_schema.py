@@ -13,7 +13,7 @@ import datetime as _dt
 import hashlib
 import logging
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,10 @@ def _to_micros(value: Any) -> int:
     return int(value) * 1000
 
 
+#: reads of system_schema before giving up on two in a row agreeing (a schema change landing meanwhile)
+SCHEMA_READS = 5
+
+
 def load_schema_from_session(
     session: Any, keyspaces: Iterable[str] | None = None, *, with_system_schema: bool = True
 ) -> SchemaCatalog:
@@ -73,46 +77,37 @@ def load_schema_from_session(
     COMPACT STORAGE (dense/super) tables are skipped with a warning; their mutations will then raise
     UnknownTableError. ``with_system_schema`` also registers the hard-coded system_schema tables so that
     schema-change mutations decode (see ``schema_changes``).
+
+    The tables are read until two reads in a row agree (SchemaError after SCHEMA_READS): a schema change
+    is one mutation over several system_schema tables, applied table by table, so one read can see it
+    half applied, e.g. a dropped column both in ``columns`` and in ``dropped_columns``, which reads as a
+    column dropped and added again.
     """
     wanted = set(keyspaces) if keyspaces is not None else None
-
-    def rows(query: str, names: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
-        for row in session.execute(query):
-            values = _row_dict(row, names)
-            if wanted is None or values["keyspace_name"] in wanted:
-                yield values
-
+    rows = _read_schema_tables(session, wanted)
+    for _ in range(SCHEMA_READS - 1):
+        again = _read_schema_tables(session, wanted)
+        if again == rows:
+            break
+        rows = again
+    else:
+        raise SchemaError(
+            f"system_schema changed during each of {SCHEMA_READS} reads in a row (schema changes under way); "
+            "read again once they settle"
+        )
     catalog = SchemaCatalog()
-    type_names = ("keyspace_name", "type_name", "field_names", "field_types")
-    for r in rows(f"SELECT {', '.join(type_names)} FROM system_schema.types", type_names):
+    for r in rows["types"]:
         catalog.udts.define(
             r["keyspace_name"], r["type_name"], r["field_names"] or [], r["field_types"] or []
         )
-
     columns: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    column_names = (
-        "keyspace_name",
-        "table_name",
-        "column_name",
-        "clustering_order",
-        "kind",
-        "position",
-        "type",
-    )
-    for r in rows(f"SELECT {', '.join(column_names)} FROM system_schema.columns", column_names):
+    for r in rows["columns"]:
         columns.setdefault((r["keyspace_name"], r["table_name"]), []).append(r)
     dropped: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    dropped_names = ("keyspace_name", "table_name", "column_name", "dropped_time", "kind", "type")
-    # dropped_time read as milliseconds: Cassandra records system.local's dropped thrift_version at
-    # Long.MAX_VALUE µs, a timestamp the driver cannot turn into a datetime (the whole query would fail)
-    dropped_select = ", ".join(dropped_names).replace(
-        "dropped_time", "blobAsBigint(timestampAsBlob(dropped_time)) AS dropped_time"
-    )
-    for r in rows(f"SELECT {dropped_select} FROM system_schema.dropped_columns", dropped_names):
+    for r in rows["dropped_columns"]:
         dropped.setdefault((r["keyspace_name"], r["table_name"]), []).append(r)
-
-    found = [(r, r["table_name"]) for r in rows("SELECT * FROM system_schema.tables")]
-    found += [(r, r["view_name"]) for r in rows("SELECT * FROM system_schema.views")]
+    found = [(r, r["table_name"]) for r in rows["tables"]]
+    found += [(r, r["view_name"]) for r in rows["views"]]
     for r, name in found:
         keyspace = r["keyspace_name"]
         flags = set(r.get("flags") or ())
@@ -133,6 +128,38 @@ def load_schema_from_session(
             if table.table_id not in catalog:
                 catalog.add(table)
     return catalog
+
+
+def _read_schema_tables(session: Any, wanted: set[str] | None) -> dict[str, list[dict[str, Any]]]:
+    """One read of the system_schema tables a catalog is built from (rows of ``wanted`` keyspaces)."""
+
+    def rows(query: str, names: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        found = (_row_dict(row, names) for row in session.execute(query))
+        return [values for values in found if wanted is None or values["keyspace_name"] in wanted]
+
+    type_names = ("keyspace_name", "type_name", "field_names", "field_types")
+    column_names = (
+        "keyspace_name",
+        "table_name",
+        "column_name",
+        "clustering_order",
+        "kind",
+        "position",
+        "type",
+    )
+    dropped_names = ("keyspace_name", "table_name", "column_name", "dropped_time", "kind", "type")
+    # dropped_time read as milliseconds: Cassandra records system.local's dropped thrift_version at
+    # Long.MAX_VALUE µs, a timestamp the driver cannot turn into a datetime (the whole query would fail)
+    dropped_select = ", ".join(dropped_names).replace(
+        "dropped_time", "blobAsBigint(timestampAsBlob(dropped_time)) AS dropped_time"
+    )
+    return {
+        "types": rows(f"SELECT {', '.join(type_names)} FROM system_schema.types", type_names),
+        "columns": rows(f"SELECT {', '.join(column_names)} FROM system_schema.columns", column_names),
+        "dropped_columns": rows(f"SELECT {dropped_select} FROM system_schema.dropped_columns", dropped_names),
+        "tables": rows("SELECT * FROM system_schema.tables"),
+        "views": rows("SELECT * FROM system_schema.views"),
+    }
 
 
 def _table_from_rows(

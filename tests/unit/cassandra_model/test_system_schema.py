@@ -8,7 +8,10 @@ import uuid
 from collections import namedtuple
 from typing import Any
 
+import pytest
+
 from cassandra_model.cql_types import NATIVE_TYPES
+from cassandra_model.errors import SchemaError
 from cassandra_model.partition_update import (
     BoundKind,
     DeletionTime,
@@ -133,6 +136,50 @@ def test_load_schema_from_session_without_filter_or_system_schema() -> None:
     catalog = load_schema_from_session(_session(), with_system_schema=False)
     assert catalog.get(EVENTS_ID) is not None
     assert catalog.get(system_table_id("system_schema", "columns")) is None
+
+
+class SchemaChangingSession(FakeSession):
+    """A session on a node where ``ALTER TABLE app.t DROP v`` lands while the schema is read: the
+    dropped_columns query of the first read already sees it, the columns query before it did not."""
+
+    def __init__(self, lands_after_queries: int = 2) -> None:
+        super().__init__(_session().tables)
+        self.lands_after_queries = lands_after_queries
+
+    def execute(self, query: str) -> list[Any]:
+        if len(self.queries) == self.lands_after_queries:
+            self.tables = {**self.tables}
+            self.tables["columns"] = [c for c in self.tables["columns"] if c["column_name"] != "v"]
+            self.tables["dropped_columns"] = [
+                *self.tables["dropped_columns"],
+                {**self.tables["dropped_columns"][0], "column_name": "v", "type": "map<text, frozen<point>>"},
+            ]
+        return super().execute(query)
+
+
+def test_a_schema_change_landing_during_the_read_is_not_read_half_applied() -> None:
+    """Read once, the table would have v both as a column and as dropped: a column dropped and added
+    again, whose older cells are hidden but which still shows in every image."""
+    session = SchemaChangingSession()
+    t = load_schema_from_session(session, keyspaces=["app"]).lookup(ORDERS_ID)
+    assert "v" not in t.regular_columns
+    assert "v" in t.dropped_columns
+    assert len(session.queries) == 3 * 5  # a torn read, then two that agree
+
+
+class EverChangingSession(FakeSession):
+    """A node whose schema changes between every two reads."""
+
+    def execute(self, query: str) -> list[Any]:
+        rows = super().execute(query)
+        if "system_schema.tables" in query:
+            return [row._replace(gc_grace_seconds=len(self.queries)) for row in rows]
+        return rows
+
+
+def test_a_schema_that_never_settles_is_an_error_not_a_guess() -> None:
+    with pytest.raises(SchemaError, match="changed during each of 5 reads"):
+        load_schema_from_session(EverChangingSession(_session().tables))
 
 
 # ---------------------------------------------------------------------------------------------------------
