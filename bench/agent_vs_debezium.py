@@ -453,7 +453,18 @@ class Bench:
         self.node.stop()
         shutil.rmtree(self.node.spec.root, ignore_errors=True)
         say(f"starting a fresh Cassandra node on {self.node.spec.address}:{self.node.spec.cql_port}")
-        self.node.start()
+        from infra.errors import PortInUseError
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.node.start()
+                return
+            except PortInUseError as exc:  # the stopped node's JVM (or a client of it) lets go of a port late
+                if time.monotonic() > deadline:
+                    raise
+                say(f"  waiting for a port: {exc}")
+                time.sleep(2)
 
     def down(self) -> None:
         for name, service in (("Cassandra", self.node), ("Kafka", self.broker)):
