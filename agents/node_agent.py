@@ -301,10 +301,12 @@ class NodeAgent:
                 for update in item:
                     if update.keyspace == "system_schema":
                         # The DDL is applied on the node before it is logged: reload now, so the entries after
-                        # it (ALTER ... WITH cdc = true, ADD column, new table) decode with the new definition.
+                        # it (ALTER ... WITH cdc = true, ADD column, new table) decode with the new definition
+                        # (unless a reload since it was logged already brought it: a backlog's DDL).
                         if update.position != schema_entry:
                             schema_entry = update.position or 0
-                            await self._refresh_schema()
+                            if not self.schema.covers(update.newest_timestamp()):
+                                await self._refresh_schema()
                         continue
                     await self._publish_update(update, progress, topic, descriptor_version)
         progress.read_position = max(progress.read_position, decoder.resume_position)

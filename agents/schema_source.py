@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 #: a schema miss triggers at most one reload per this many seconds (a dropped table's mutations recur)
 MIN_RELOAD_INTERVAL_S = 2.0
+#: how far the clock of a DDL's coordinator may run behind this node's for ``SchemaSource.covers``
+SCHEMA_CLOCK_MARGIN_US = 10_000_000
 #: how long reading waits for the node's schema to learn a column its commit log already holds cells of
 UNKNOWN_COLUMN_WAIT_S = 600.0
 
@@ -78,6 +80,8 @@ class SchemaSource:
         self._session: Session | None = None
         self._published: dict[uuid.UUID, str] = {}
         self._last_reload = 0.0
+        #: wall time (µs) when the last successful reload began: DDL applied before it is in the catalog
+        self.loaded_as_of_us: int | None = None
         self._dropped: set[uuid.UUID] = set()
         self._misses: dict[str, float] = {}
         #: unknown columns being waited for: ``<keyspace>.<table>.<column>`` -> (first miss, last miss)
@@ -112,6 +116,7 @@ class SchemaSource:
     def reload(self) -> bool:
         """Merge the node's current schema into the catalog; False (logged) when Cassandra does not answer."""
         self._last_reload = time.monotonic()
+        began_us = time.time_ns() // 1000
         self.problem = None
         try:
             session = self._connect()
@@ -135,8 +140,20 @@ class SchemaSource:
         dropped = {t.table_id for t in self.catalog.tables()} - {t.table_id for t in fresh.tables()}
         self.catalog.merge(fresh)
         self._dropped |= dropped
+        self.loaded_as_of_us = began_us
         self.metrics.schema_reloads.inc()
         return True
+
+    def covers(self, ddl_timestamp_us: int | None) -> bool:
+        """Whether the catalog already holds a schema change the log shows with this timestamp: it was
+        applied on the node before it was logged, and so before a reload that began later. The margin
+        (SCHEMA_CLOCK_MARGIN_US) allows for the clock of the coordinator that stamped the DDL; a backlog's
+        schema changes (a fresh node logs dozens) then cost no reload each."""
+        return (
+            ddl_timestamp_us is not None
+            and self.loaded_as_of_us is not None
+            and ddl_timestamp_us < self.loaded_as_of_us - SCHEMA_CLOCK_MARGIN_US
+        )
 
     def resolve_miss(self, error: MutationDecodeError) -> MissAction:
         """Decoder hook for an unknown table or column (a table created or altered after the last load).

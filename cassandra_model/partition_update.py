@@ -259,3 +259,23 @@ class PartitionUpdate:
     def cell_count(self) -> int:
         rows = self.rows if self.static_row is None else [self.static_row, *self.rows]
         return sum(len(r.cells) for r in rows)
+
+    def newest_timestamp(self) -> int | None:
+        """The newest write timestamp (µs) anywhere in the update: cells, row liveness and deletions,
+        collection deletions, range tombstones and the partition deletion; None when it holds none."""
+        stamps: list[int] = []
+        if self.partition_deletion is not None:
+            stamps.append(self.partition_deletion.marked_for_delete_at)
+        for row in self.rows if self.static_row is None else [self.static_row, *self.rows]:
+            if row.timestamp is not None:
+                stamps.append(row.timestamp)
+            if row.deletion is not None:
+                stamps.append(row.deletion.marked_for_delete_at)
+            stamps.extend(cell.timestamp for cell in row.cells)
+            stamps.extend(c.deletion.marked_for_delete_at for c in row.complex_deletions)
+        for bound in self.range_tombstones:
+            if isinstance(bound, RangeTombstoneBoundary):
+                stamps += [bound.end_deletion.marked_for_delete_at, bound.start_deletion.marked_for_delete_at]
+            else:
+                stamps.append(bound.deletion.marked_for_delete_at)
+        return max(stamps, default=None)

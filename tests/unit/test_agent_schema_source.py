@@ -7,6 +7,7 @@ a schema reload and up to 2 s with reading stopped, once per table id.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -93,3 +94,21 @@ def test_a_column_the_nodes_schema_lacks_is_waited_for_not_given_up_after_one_re
     # missed again much later (a column added again after a drop): a new wait, not the old one's end
     clock[0] += 3600
     assert source.resolve_miss(miss) is MissAction.RETRY
+
+
+def test_a_schema_change_logged_before_the_last_reload_needs_no_reload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fresh node's backlog starts with dozens of system_schema mutations (its own keyspaces, then the
+    user's DDL); a reload for each cost the agent about a second of CPU before its first event."""
+    monkeypatch.setattr(schema_source_module, "load_schema_from_session", fake_load)
+    monkeypatch.setattr(SchemaSource, "_connect", lambda self: object())
+    source = SchemaSource(CassandraConfig(), cluster_name="c", metrics=AgentMetrics())
+    assert not source.covers(1), "nothing is covered before the first reload"
+    before = time.time_ns() // 1000
+    assert source.reload()
+    margin = schema_source_module.SCHEMA_CLOCK_MARGIN_US
+    assert source.covers(before - margin - 1)
+    assert not source.covers(before - margin + 1_000_000), "a DDL within the clock margin is reloaded for"
+    assert not source.covers(time.time_ns() // 1000 + 1), "a DDL after the reload is reloaded for"
+    assert not source.covers(None)

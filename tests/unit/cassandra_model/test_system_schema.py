@@ -233,3 +233,13 @@ def test_schema_changes_ignore_other_keyspaces() -> None:
     table = TableSchema("ks", "t", ORDERS_ID, pk)
     update = PartitionUpdate(table, b"\x00\x00\x00\x01", None, None, [], [])
     assert schema_changes(update) == []
+
+
+def test_the_newest_timestamp_of_an_update_is_its_newest_write_or_deletion() -> None:
+    """What tells the agent whether a reload already brought a schema change it reads in the log."""
+    text = (NATIVE_TYPES["text"],)
+    marker = RangeTombstoneBound(BoundKind.INCL_START_BOUND, (b"orders",), text, DeletionTime(70, 2))
+    assert _update("columns", "shop", [_row("orders", "a")], markers=[marker]).newest_timestamp() == 70
+    assert _update("tables", "shop", [], deletion=DeletionTime(90, 6)).newest_timestamp() == 90
+    assert _update("columns", "shop", [_row("orders", "a")]).newest_timestamp() == 1
+    assert _update("keyspaces", "shop", []).newest_timestamp() is None
