@@ -60,13 +60,46 @@ def _decimal(v: Any) -> str:
     return v if isinstance(v, str) else str(avro_decimal(v))
 
 
-class _FromAvro(CqlTypeVisitor[Converter | None]):
-    """The JSON form of one non-null value decoded from Avro (None: it is the JSON form already)."""
+def _fields(fields: list[tuple[str, Converter | None]], v: dict[str, Any]) -> dict[str, Any]:
+    """A record's fields in the JSON form, each by its converter (a null, or no converter: as it is)."""
+    get = v.get
+    return {n: x if (x := get(n)) is None or c is None else c(x) for n, c in fields}
+
+
+class _JsonForm(CqlTypeVisitor[Converter | None]):
+    """The JSON form of one non-null value of another encoding (None: it is the JSON form already). The
+    rules for collections, tuples and UDTs are shared; each encoding says how its leaves and maps differ."""
 
     __slots__ = ()
 
     def convert(self, t: CqlType) -> Converter | None:
         return t.accept(self)
+
+    def visit_list(self, t: ListType | SetType | VectorType, *args: Any) -> Converter | None:
+        element = self.convert(t.element)
+        return None if element is None else (lambda v: [None if x is None else element(x) for x in v])
+
+    visit_set = visit_list
+    visit_vector = visit_list
+
+    def _text_keyed_map(self, t: MapType) -> Converter | None:
+        """A map whose keys are text: an object in every form, its values converted."""
+        vc = self.convert(t.value)
+        return None if vc is None else (lambda v: {k: None if x is None else vc(x) for k, x in v.items()})
+
+    def visit_tuple(self, t: TupleType, *args: Any) -> Converter | None:
+        fields = [(f"f{i}", self.convert(e)) for i, e in enumerate(t.elements)]
+        return lambda v: [x if (x := v.get(n)) is None or c is None else c(x) for n, c in fields]
+
+    def visit_user_type(self, t: UserType, *args: Any) -> Converter | None:
+        fields = [(n, self.convert(ft)) for n, ft in zip(t.field_names, t.field_types, strict=True)]
+        return lambda v: _fields(fields, v)
+
+
+class _FromAvro(_JsonForm):
+    """Values decoded from Avro."""
+
+    __slots__ = ()
 
     def visit_native(self, t: NativeType, *args: Any) -> Converter | None:
         if t.name == "decimal":
@@ -80,37 +113,20 @@ class _FromAvro(CqlTypeVisitor[Converter | None]):
     def visit_custom(self, t: CustomType, *args: Any) -> Converter | None:
         return _base64
 
-    def visit_list(self, t: ListType | SetType | VectorType, *args: Any) -> Converter | None:
-        element = self.convert(t.element)
-        return None if element is None else (lambda v: [None if x is None else element(x) for x in v])
-
-    visit_set = visit_list
-    visit_vector = visit_list
-
     def visit_map(self, t: MapType, *args: Any) -> Converter | None:
-        kc, vc = self.convert(t.key), self.convert(t.value)
         if t.key.is_text:
-            return None if vc is None else (lambda v: {k: None if x is None else vc(x) for k, x in v.items()})
+            return self._text_keyed_map(t)
+        kc, vc = self.convert(t.key), self.convert(t.value)
         return lambda v: [
             [e["key"] if kc is None else kc(e["key"]), e["value"] if vc is None else vc(e["value"])]
             for e in v
         ]
 
-    def visit_tuple(self, t: TupleType, *args: Any) -> Converter | None:
-        fields = [(f"f{i}", self.convert(e)) for i, e in enumerate(t.elements)]
-        return lambda v: [x if (x := v.get(n)) is None or c is None else c(x) for n, c in fields]
 
-    def visit_user_type(self, t: UserType, *args: Any) -> Converter | None:
-        return _udt(self, t)
-
-
-class _FromConnect(CqlTypeVisitor[Converter | None]):
-    """The JSON form of one non-null value of a Kafka Connect JSON payload (None: it is already)."""
+class _FromConnect(_JsonForm):
+    """Values of a Kafka Connect JSON payload."""
 
     __slots__ = ()
-
-    def convert(self, t: CqlType) -> Converter | None:
-        return t.accept(self)
 
     def visit_native(self, t: NativeType, *args: Any) -> Converter | None:
         return None
@@ -118,17 +134,10 @@ class _FromConnect(CqlTypeVisitor[Converter | None]):
     def visit_custom(self, t: CustomType, *args: Any) -> Converter | None:
         return None
 
-    def visit_list(self, t: ListType | SetType | VectorType, *args: Any) -> Converter | None:
-        element = self.convert(t.element)
-        return None if element is None else (lambda v: [None if x is None else element(x) for x in v])
-
-    visit_set = visit_list
-    visit_vector = visit_list
-
     def visit_map(self, t: MapType, *args: Any) -> Converter | None:
-        kc, vc = self.convert(t.key), self.convert(t.value)
         if t.key.is_text:
-            return None if vc is None else (lambda v: {k: None if x is None else vc(x) for k, x in v.items()})
+            return self._text_keyed_map(t)
+        kc, vc = self.convert(t.key), self.convert(t.value)
         if keyed_by_connect_strings(t):  # an object whose keys are the JSON form's key strings
             return lambda v: [[k, x if x is None or vc is None else vc(x)] for k, x in v.items()]
         if kc is None and vc is None:
@@ -138,25 +147,8 @@ class _FromConnect(CqlTypeVisitor[Converter | None]):
             for k, x in map_items(v)
         ]
 
-    def visit_tuple(self, t: TupleType, *args: Any) -> Converter | None:
-        fields = [(f"f{i}", self.convert(e)) for i, e in enumerate(t.elements)]
-        return lambda v: [x if (x := v.get(n)) is None or c is None else c(x) for n, c in fields]
 
-    def visit_user_type(self, t: UserType, *args: Any) -> Converter | None:
-        return _udt(self, t)
-
-
-def _udt(converters: _FromAvro | _FromConnect, t: UserType) -> Converter:
-    fields = [(n, converters.convert(ft)) for n, ft in zip(t.field_names, t.field_types, strict=True)]
-
-    def udt(v: dict[str, Any]) -> dict[str, Any]:
-        get = v.get
-        return {n: x if (x := get(n)) is None or c is None else c(x) for n, c in fields}
-
-    return udt
-
-
-_CONVERTERS: dict[str, _FromAvro | _FromConnect] = {"avro": _FromAvro(), "json_schema": _FromConnect()}
+_CONVERTERS: dict[str, _JsonForm] = {"avro": _FromAvro(), "json_schema": _FromConnect()}
 
 
 class JsonFormRows:
@@ -170,16 +162,11 @@ class JsonFormRows:
         self._columns = [(c.name, convert(c.type)) for c in schema.all_columns()]
         self._key_columns = [(c.name, convert(c.type)) for c in key_columns(schema)]
 
-    @staticmethod
-    def _convert(columns: list[tuple[str, Converter | None]], row: dict[str, Any]) -> dict[str, Any]:
-        get = row.get
-        return {n: x if (x := get(n)) is None or c is None else c(x) for n, c in columns}
-
     def key(self, key: dict[str, Any]) -> dict[str, Any]:
-        return self._convert(self._key_columns, key)
+        return _fields(self._key_columns, key)
 
     def image(self, row: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if row is None else self._convert(self._columns, row)
+        return None if row is None else _fields(self._columns, row)
 
     def key_text(self, key: dict[str, Any]) -> str:
         """The key as the JSON encoding writes it (so a lake's ``_cdc_key`` is the same whatever the
