@@ -24,6 +24,7 @@ from aiokafka.errors import KafkaError
 from cassandra_model.table_schema import TableSchema
 from pipeline.cassandra_scan import check_table, scan_spec, scan_table
 from pipeline.errors import PipelineError, spark_failure_line
+from pipeline.job_phases import JobPhases
 from pipeline.kafka_source import kafka_failure, kafka_format, spark_kafka_failure
 from pipeline.snapshot_encoder import SnapshotEncoder
 from pipeline.spark_session import build_spark_session
@@ -184,6 +185,8 @@ def bootstrap_table(
             kafka_format(frame.write, config.kafka)
             .option("kafka.acks", "all")
             .option("kafka.enable.idempotence", "true")
+            .option("kafka.linger.ms", "20")
+            .option("kafka.batch.size", str(1 << 20))
             .option("kafka.request.timeout.ms", str(config.kafka.request_timeout_ms))
             .option("topic", config.kafka.raw_topic)
             .save()
@@ -224,9 +227,11 @@ def run(config: CdcConfig, args: argparse.Namespace) -> int:
     """The job: every CDC table named by ``--tables`` (default all), one after another."""
     if config.pipeline is None:
         raise PipelineError(f"{config.source} has no pipeline section (needs pipeline.lake_directory)")
+    phases = JobPhases("bootstrap")
     started = time.monotonic()
     wanted = getattr(args, "tables", "") or ""
-    schemas = select_tables(load_table_schemas(config.kafka), wanted)
+    with phases.timed("schema topic"):
+        schemas = select_tables(load_table_schemas(config.kafka), wanted)
     summary = BootstrapSummary()
     chosen = []
     for schema in schemas:
@@ -242,19 +247,23 @@ def run(config: CdcConfig, args: argparse.Namespace) -> int:
     if not chosen:
         print("bootstrap: no CDC table to read (is an agent running? do the tables have cdc = true?)")
         return 0
-    partitions = check_raw_topic(config)
-    for schema in chosen:  # before Spark starts: a refused login or certificate fails within seconds
-        check_table(scan_spec(config, schema, with_write_times=True))
+    with phases.timed("raw topic metadata"):
+        partitions = check_raw_topic(config)
+    with phases.timed("Cassandra check"):
+        for schema in chosen:  # before Spark starts: a refused login or certificate fails within seconds
+            check_table(scan_spec(config, schema, with_write_times=True))
     print(
         f"bootstrap: {len(chosen)} tables from Cassandra {','.join(config.cassandra.contact_points)}:"
         f"{config.cassandra.port} to raw topic {config.kafka.raw_topic} ({partitions} partitions), "
         f"{config.pipeline.bootstrap_splits} token ranges per table",
         flush=True,
     )
-    spark = build_spark_session(config.pipeline, "cdc-bootstrap")
+    with phases.timed("Spark session"):
+        spark = build_spark_session(config.pipeline, "cdc-bootstrap")
     published_at_ms = int(time.time() * 1000)
     for schema in chosen:
-        table = bootstrap_table(spark, config, schema, published_at_ms=published_at_ms)
+        with phases.timed("table scans and Kafka sink"):
+            table = bootstrap_table(spark, config, schema, published_at_ms=published_at_ms)
         print(
             f"bootstrap {table.table}: {table.ranges}/{table.ranges} ranges, {table.rows} rows, "
             f"{table.events} events, {table.rows_per_s:.0f} rows/s",
@@ -263,4 +272,5 @@ def run(config: CdcConfig, args: argparse.Namespace) -> int:
         summary.tables.append(table)
     summary.seconds = time.monotonic() - started
     print(summary.text(), flush=True)
+    print(phases.line(), flush=True)
     return 0

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from cassandra_model.table_schema import TableSchema
 from pipeline.clean_records import CleanTopics, as_json_keys, as_json_values
 from pipeline.errors import PipelineError, spark_failure_line
+from pipeline.job_phases import JobPhases
 from pipeline.kafka_source import BACKLOG_READ_OPTIONS, kafka_format, spark_kafka_failure
 from pipeline.lake_merge import RECORDS_COLUMN, BatchResult, LakeWriter, latest_records
 from pipeline.pinned_frame import pinned
@@ -79,7 +80,13 @@ class LakeJob:
     """One streaming query over the clean topics; `run` blocks until it ends (``once``) or is stopped."""
 
     def __init__(
-        self, spark: SparkSession, config: CdcConfig, *, tables: str = "", once: bool = False
+        self,
+        spark: SparkSession,
+        config: CdcConfig,
+        *,
+        tables: str = "",
+        once: bool = False,
+        phases: JobPhases | None = None,
     ) -> None:
         if config.pipeline is None:
             raise PipelineError("the lake job needs a pipeline section (pipeline.lake_directory)")
@@ -89,8 +96,11 @@ class LakeJob:
         self.pipeline: PipelineConfig = config.pipeline
         self.once = once
         self.summary = LakeSummary()
+        self.phases = phases or JobPhases("lake")
+        self._last_step = time.monotonic()
         self.writer = LakeWriter(spark, self.pipeline.lake_directory)
-        schemas = load_table_schemas(config.kafka)
+        with self.phases.timed("schema topic"):
+            schemas = load_table_schemas(config.kafka)
         chosen = select_tables(schemas, tables) if tables else None
         self.table_filter = {(t.keyspace, t.table) for t in chosen} if chosen else None
         self.pattern = topic_pattern(self.pipeline.clean_topic_prefix, chosen)
@@ -130,6 +140,11 @@ class LakeJob:
     def merge_batch(self, batch: DataFrame, batch_id: int) -> BatchResult:
         """foreachBatch: every table's changes of the micro-batch into its Delta table."""
         started = time.monotonic()
+        # before the first batch: the query's start (Kafka offsets, planning); between two: the stream's own
+        self.phases.add(
+            "stream start" if self.summary.batches == 0 else "between micro-batches",
+            started - self._last_step,
+        )
         result = BatchResult(batch_id)
         # the newest columns, read from the schema topic while Spark reads the batch (0.2-0.3 s a batch
         # against the bench's broker); the batch's records were on their topics before this started, so
@@ -146,6 +161,8 @@ class LakeJob:
                 schemas = newest.result()
                 self._merge_topics(latest, {r.topic: r.records for r in totals}, schemas, topics, result)
         result.seconds = time.monotonic() - started
+        self._last_step = started + result.seconds
+        self.phases.add("micro-batches", result.seconds)
         self.summary.add(result)
         if result.tables:
             detail = ", ".join(f"{t.table} +{t.inserted} ~{t.updated} -{t.deleted}" for t in result.tables)
@@ -204,6 +221,7 @@ class LakeJob:
             f"(checkpoint {self.checkpoint}){'; stops when caught up' if self.once else '; Ctrl-C stops'}",
             flush=True,
         )
+        self._last_step = time.monotonic()
         query = writer.start()
         try:
             while query.isActive:
@@ -213,6 +231,7 @@ class LakeJob:
         except StreamingQueryException:
             pass  # the query's exception, below, says why
         self.summary.seconds = time.monotonic() - started
+        self.phases.add("stream end", time.monotonic() - self._last_step)
         error: Any = query.exception()
         if error is not None:
             text = str(getattr(error, "desc", None) or error)
@@ -240,7 +259,10 @@ def clean_encoding(config: CdcConfig) -> tuple[str, str | None]:
 
 def run(config: CdcConfig, args: argparse.Namespace) -> int:
     assert config.pipeline is not None
-    spark = build_spark_session(config.pipeline, "cdc-lake")
-    summary = LakeJob(spark, config, tables=args.tables, once=args.once).run()
+    phases = JobPhases("lake")
+    with phases.timed("Spark session"):
+        spark = build_spark_session(config.pipeline, "cdc-lake")
+    summary = LakeJob(spark, config, tables=args.tables, once=args.once, phases=phases).run()
     print(summary.describe())
+    print(phases.line(), flush=True)
     return 0
