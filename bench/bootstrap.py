@@ -2,10 +2,10 @@
 for this checkout and (``--baseline``) an earlier one, measured side by side in one run.
 
 Uses running services (`cdc infra up`; their ports from the CDC_* variables, or --kafka/--cassandra):
-writes --rows rows to a keyspace of its own (`bench_boot_<id>.readings`: int partition key, int
-clustering, --rows-per-partition rows per partition, a text, a double, a set<text> of 2 and a
-map<text, int> of 2, one row in ten with a TTL: 6 cells per row) and creates a raw topic of its own (12
-partitions). Then, --rounds times, alternating, each checkout in a process of its own (its own Spark JVM
+writes --rows rows to a keyspace of its own (`bench_boot_<id>.readings`, --rows-per-partition rows per
+partition, one row in ten with a TTL; --table ten: the 10-column table of the other benchmarks, uuid
+partition key, timestamp clustering and 8 regular cells; --table collections: int keys, a text, a double,
+a set<text> of 2 and a map<text, int> of 2, 6 cells) and creates a raw topic of its own (12 partitions). Then, --rounds times, alternating, each checkout in a process of its own (its own Spark JVM
 on local[2]):
 
   build      the raw-event building of the whole table in one process, no Spark: the scan's rows
@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
+import decimal
 import json
 import os
 import platform
@@ -60,26 +62,32 @@ async def _topic(bootstrap: str, name: str, create: bool) -> None:
         await admin.close()
 
 
-def write_rows(session: Any, keyspace: str, rows: int, per_partition: int) -> float:
-    from cassandra.concurrent import execute_concurrent_with_args
+TABLES = {
+    # the 10-column table of the other benchmarks (bench/decoder_throughput.py): 8 regular cells a row
+    "ten": (
+        "(device uuid, at timestamp, kind text, value double, count int, total bigint, ok boolean, "
+        "note text, price decimal, tags text, PRIMARY KEY (device, at))",
+        "device, at, kind, value, count, total, ok, note, price, tags",
+        8,
+    ),
+    # collections: a set and a map of 2 elements each, 6 cells a row
+    "collections": (
+        "(pk int, ck int, name text, value double, tags set<text>, attrs map<text, int>, PRIMARY KEY (pk, ck))",
+        "pk, ck, name, value, tags, attrs",
+        6,
+    ),
+}
 
-    session.execute(
-        f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-    )
-    session.execute(
-        f"CREATE TABLE {keyspace}.readings (pk int, ck int, name text, value double, tags set<text>, "
-        "attrs map<text, int>, PRIMARY KEY (pk, ck))"
-    )
-    plain = session.prepare(
-        f"INSERT INTO {keyspace}.readings (pk, ck, name, value, tags, attrs) VALUES (?, ?, ?, ?, ?, ?)"
-    )
-    ttl = session.prepare(
-        f"INSERT INTO {keyspace}.readings (pk, ck, name, value, tags, attrs) VALUES (?, ?, ?, ?, ?, ?) "
-        "USING TTL 86400"
-    )
-    started = time.monotonic()
-    args = [
-        (
+
+TABLE_TEXT = {
+    "ten": "uuid, timestamp, text, double, int, bigint, boolean, text, decimal, text",
+    "collections": "int, int, text, double, set<text> of 2, map<text, int> of 2",
+}
+
+
+def _row(table: str, i: int, per_partition: int) -> tuple[Any, ...]:
+    if table == "collections":
+        return (
             i // per_partition,
             i % per_partition,
             f"sensor {i}",
@@ -87,8 +95,27 @@ def write_rows(session: Any, keyspace: str, rows: int, per_partition: int) -> fl
             {f"t{i % 7}", "all"},
             {"a": i, "b": 1},
         )
-        for i in range(rows)
-    ]
+    device = uuid.UUID(int=(i // per_partition) * 0x9E3779B97F4A7C15 % (1 << 128))
+    at = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(seconds=i % per_partition)
+    return (
+        device, at, f"kind-{i % 13}", i * 0.25, i % 1000, i * 1_000_003, bool(i % 2), f"note {i}",
+        decimal.Decimal(i) / 100, f"tag-{i % 7},tag-{i % 11}",
+    )  # fmt: skip
+
+
+def write_rows(session: Any, keyspace: str, table: str, rows: int, per_partition: int) -> float:
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    ddl, columns, _ = TABLES[table]
+    session.execute(
+        f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+    )
+    session.execute(f"CREATE TABLE {keyspace}.readings {ddl}")
+    marks = ", ".join("?" for _ in columns.split(","))
+    plain = session.prepare(f"INSERT INTO {keyspace}.readings ({columns}) VALUES ({marks})")
+    ttl = session.prepare(f"INSERT INTO {keyspace}.readings ({columns}) VALUES ({marks}) USING TTL 86400")
+    started = time.monotonic()
+    args = [_row(table, i, per_partition) for i in range(rows)]
     execute_concurrent_with_args(session, plain, [a for i, a in enumerate(args) if i % 10], concurrency=64)
     execute_concurrent_with_args(session, ttl, [a for i, a in enumerate(args) if not i % 10], concurrency=64)
     return time.monotonic() - started
@@ -141,18 +168,22 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     spark = build_spark_session(config.pipeline, "bench-bootstrap")  # type: ignore[arg-type]
     out["session_s"] = time.monotonic() - began
     runs = []
-    roots = [os.getpid(), *args.service_pid]
+    roots = [("job", os.getpid())] + [
+        (role, int(pid)) for role, _, pid in (s.partition("=") for s in args.service)
+    ]
     for _ in range(2):
-        cpu = cpu_seconds(roots)
+        before = cpu_by_role(roots)
         summary = bootstrap_table(spark, config, schema, published_at_ms=int(time.time() * 1000))
-        cpu = cpu_seconds(roots) - cpu
+        after = cpu_by_role(roots)
         assert summary.rows == args.rows, summary
+        by_role = {role: (after[role] - before.get(role, 0.0)) * 1e6 / summary.rows for role in after}
         runs.append(
             {
                 "seconds": summary.seconds,
                 "rows_per_s": summary.rows_per_s,
                 "events": summary.events,
-                "cpu_us_per_row": cpu * 1e6 / summary.rows,
+                "cpu_us_per_row": sum(by_role.values()),
+                "cpu_us_per_row_by_role": by_role,
             }
         )
     out["runs"] = runs
@@ -192,18 +223,25 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def cpu_seconds(roots: list[int]) -> float:
-    """CPU time so far of the processes under ``roots`` (their own and their reaped children's)."""
+def cpu_by_role(roots: list[tuple[str, int]]) -> dict[str, float]:
+    """CPU seconds so far of the processes under each root (their own and their reaped children's), by
+    role: Kafka and Cassandra by their root; the job's own tree and the cluster's workers split into the
+    Spark JVMs (driver, executors, workers) and the Python processes (driver and Spark's Python workers)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for root in roots:
+    totals: dict[str, float] = {}
+    for role, root in roots:
         for pid in _descendants(root):
             try:
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
             except OSError:
                 continue
-            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-    return total / ticks
+            if role in ("job", "spark worker"):
+                where = "Spark JVMs" if comm == "java" else "Python"
+            else:
+                where = role
+            totals[where] = totals.get(where, 0.0) + sum(int(f) for f in fields[11:15]) / ticks
+    return totals
 
 
 def _run_measure(
@@ -214,7 +252,7 @@ def _run_measure(
         "--keyspace", keyspace, "--topic", topic, "--rows", str(args.rows), "--splits", str(args.splits),
         "--kafka", args.kafka, "--cassandra", args.cassandra, "--master", master,
         *(f"--spark-conf={c}" for c in conf),
-        *(f"--service-pid={pid}" for pid in _service_pids(master)),
+        *(f"--service={role}={pid}" for role, pid in _service_pids(master)),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
@@ -229,17 +267,17 @@ def _run_measure(
     return result
 
 
-def _service_pids(master: str) -> list[int]:
+def _service_pids(master: str) -> list[tuple[str, int]]:
     """Kafka's and Cassandra's processes (CDC_HOME's services), and on a cluster its workers (whose
-    children are the executors): their CPU is the job's too."""
+    children are the executors), by role: their CPU is the job's too."""
     from infra.settings import InfraSettings
     from infra.stack import LocalStack
 
     stack = LocalStack(InfraSettings.from_env())
-    processes = [stack.kafka.process, stack.node(1).process]
+    processes = [("Kafka", stack.kafka.process), ("Cassandra", stack.node(1).process)]
     if master.startswith("spark://"):
-        processes += [stack.spark.worker(i) for i in (1, 2)]
-    return [pid for pid in (p.pid() for p in processes) if pid is not None]
+        processes += [("spark worker", stack.spark.worker(i)) for i in (1, 2)]
+    return [(role, pid) for role, pid in ((r, p.pid()) for r, p in processes) if pid is not None]
 
 
 def _load() -> str:
@@ -253,6 +291,10 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=30_000)
     parser.add_argument("--rows-per-partition", type=int, default=10)
     parser.add_argument("--splits", type=int, default=16)
+    parser.add_argument(
+        "--table", choices=sorted(TABLES), default="ten",
+        help="ten: the 10-column table of the other benchmarks; collections: a set and a map",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="alternating runs of each checkout")
     parser.add_argument("--kafka", default=f"127.0.0.1:{_env_port('CDC_KAFKA_PORT', 9092)}")
     parser.add_argument("--cassandra", default=f"127.0.0.1:{_env_port('CDC_CQL_PORT', 9042)}")
@@ -264,7 +306,7 @@ def main() -> int:
     parser.add_argument("--keyspace", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--spark-conf", action="append", default=[], help=argparse.SUPPRESS)
-    parser.add_argument("--service-pid", action="append", type=int, default=[], help=argparse.SUPPRESS)
+    parser.add_argument("--service", action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
         print("RESULT " + json.dumps(measure(args)), flush=True)
@@ -283,7 +325,7 @@ def main() -> int:
     clustered: dict[int, dict[str, Any]] = {}
     load_before = _load()
     try:
-        write_s = write_rows(session, keyspace, args.rows, args.rows_per_partition)
+        write_s = write_rows(session, keyspace, args.table, args.rows, args.rows_per_partition)
         print(f"wrote {args.rows} rows in {write_s:.1f} s", flush=True)
         asyncio.run(_topic(args.kafka, topic, create=True))
         for round_ in range(args.rounds):
@@ -326,7 +368,8 @@ def _report(
     lines = [
         "# bootstrap rows/s",
         "",
-        f"`bench/bootstrap.py`: {args.rows:,} rows ({args.rows_per_partition} per partition, 6 cells each, one "
+        f"`bench/bootstrap.py`: {args.rows:,} rows of the `{args.table}` table ({TABLE_TEXT[args.table]}; "
+        f"{args.rows_per_partition} per partition, {TABLES[args.table][2]} cells each, one "
         f"row in ten with a TTL), {args.splits} token ranges, raw topic of {RAW_PARTITIONS} partitions; Kafka "
         "3.9 and one Cassandra 5.0 node on the same machine. Each run is a process of its own with its own "
         "Spark JVM; the checkouts alternate.",
