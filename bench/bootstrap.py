@@ -405,6 +405,21 @@ def _report(
             f"**{median(second):,.0f} rows/s** (median of {', '.join(f'{v:,.0f}' for v in second)}) | "
             f"{median(cpu):,.0f} µs ({', '.join(f'{v:,.0f}' for v in cpu)}) | {2e6 / median(cpu):,.0f} rows/s |"
         )
+    roles = ["Python", "Spark JVMs", "Cassandra", "Kafka"]
+    lines += [
+        "",
+        "The second run's CPU per row by process (median of the rounds): the Python processes (the driver "
+        "and Spark's Python workers: the scan's protocol reading and the event building), the Spark JVMs "
+        "(rows from Python, the Kafka producer), Cassandra (the read with WRITETIME and TTL of every "
+        "column) and the Kafka broker:",
+        "",
+        "| checkout | " + " | ".join(roles) + " |",
+        "|---|" + "---|" * len(roles),
+    ]
+    for name, _ in trees:
+        by_role = [r["runs"][1].get("cpu_us_per_row_by_role", {}) for r in results[name]]
+        cells = [f"{median(b.get(role, 0.0) for b in by_role):,.0f} µs" for role in roles]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     if clustered:
         lines += [
             "",
