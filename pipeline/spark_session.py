@@ -4,6 +4,12 @@ the Kafka connector on the classpath.
 The PySpark wheel ships no Kafka connector and no Delta jars; `cdc infra fetch` downloads them from Maven
 Central into the shared cache (infra/maven/spark/pom.xml), and only the jars PySpark does not already have
 are added, so Spark's own copies of shared libraries (Jackson, Hadoop, Parquet, ...) stay first.
+
+Every session masks the secrets of the jobs' Kafka options wherever Spark shows a setting or a plan
+(REDACTION_CONF, set last so ``pipeline.spark_conf`` cannot weaken it): with Spark's default patterns the
+PEM client key of ``kafka.ssl.keystore.key`` shows, line for line, in the bootstrap's Kafka write as the
+UI's SQL tab and the event log keep it, on a cluster as in ``local[N]``
+(tests/integration/test_pipeline_security.py searches both, and the executors' logs).
 """
 
 from __future__ import annotations

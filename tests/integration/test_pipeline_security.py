@@ -9,7 +9,9 @@ one snapshot row per row to the raw topic (read back with the client builders); 
 back with Spark's batch Kafka source, and the lake job a clean topic filled here, both over SASL_SSL, into
 Delta tables equal to Cassandra's SELECT at ALL, which the reconcile confirms with its own scans at ALL. A wrong
 Cassandra or Kafka password stops `cdc pipeline bootstrap` with `cdc: error:` naming the key to fix, and
-no password shows in any output of the jobs (Python, Spark's JVM, Kafka and Cassandra clients).
+no password shows in any output of the jobs (Python, Spark's JVM, Kafka and Cassandra clients). Run by
+`cdc pipeline` on the session's standalone cluster with mutual TLS besides, the lake and bootstrap jobs
+leave no password, JAAS line or key in Spark's UI, event logs, or driver, daemon and executor logs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -36,6 +41,7 @@ from cdc import cli
 from cdc.verify.oracle import select_rows
 from infra.secure import SecureMaterial
 from infra.settings import InfraSettings
+from infra.spark_cluster import SparkCluster
 from infra.stack import LocalStack
 from pipeline import bootstrap_job
 from pipeline.errors import PipelineError
@@ -48,9 +54,11 @@ from runtime.cassandra_session import cassandra_cluster
 from runtime.config import CdcConfig, KafkaConfig, load_config
 from runtime.kafka_clients import make_consumer, make_producer, start_kafka_client
 from runtime.kafka_topics import TopicSpec, ensure_topics, topic_partitions
+from runtime.spark_kafka import jaas_config
 from schemas.change_event import clean_topic_name
 from schemas.raw_event import decode_raw_event, is_snapshot_source
 from schemas.schema_event import schema_event
+from tests.integration.spark_traces import Traces, recording_ui
 
 PORTS = {
     "kafka_port": 27392,
@@ -368,3 +376,125 @@ def test_a_wrong_password_stops_the_cli_with_the_key_to_fix(
     config = load_config(path, environ={})
     with pytest.raises(PipelineError, match=key.replace(".", r"\.")):
         bootstrap_job.run(config, argparse.Namespace(tables=secured.table))
+
+
+def _free_port(start: int) -> int:
+    from infra.process import port_is_free
+
+    return next(port for port in range(start, start + 200) if port_is_free("127.0.0.1", port))
+
+
+def _triple_des_key(secured: Secured) -> tuple[Path, Path]:
+    """The client key again, encrypted the old way (the Java client's only way) under a new random
+    password: (key file, password file)."""
+    password_file = secured.folder / "spark-key.password"
+    password_file.write_text(f"spark-key-{uuid.uuid4().hex}\n")
+    password_file.chmod(0o600)
+    key = secured.folder / "client-3des.key"
+    subprocess.run(
+        ["openssl", "pkcs8", "-topk8", "-v1", "PBE-SHA1-3DES", "-in", str(secured.material.client_key),
+         "-passin", f"file:{secured.material.key_password_file}", "-passout", f"file:{password_file}",
+         "-out", str(key)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    key.chmod(0o600)
+    return key, password_file
+
+
+@pytest.mark.timeout(1200)
+def test_no_secret_shows_in_spark_ui_logs_or_event_log_on_a_cluster(
+    secured: Secured, spark_cluster: SparkCluster
+) -> None:
+    """`cdc pipeline lake --once` and `cdc pipeline bootstrap` on the standalone cluster, over SASL_SSL with
+    mutual TLS (the JAAS line, the PEM key and its password in the Kafka options) and to Cassandra with a
+    password and a client key: no password, JAAS line or key line shows in the driver UI's REST API (polled
+    while each job runs), the event logs, the driver's output, or the cluster's daemon and executor logs.
+    The secured options do reach Spark: the event log and the UI's SQL plans show them, masked. (With
+    Spark's default redaction patterns the lines of the PEM key show in both: the bootstrap's Kafka write.)"""
+    material = secured.material
+    kafka_key, kafka_key_password = _triple_des_key(secured)
+    events = secured.folder / "spark-events"
+    events.mkdir()
+    ui_port = _free_port(int(os.environ.get("CDC_TEST_SPARK_PORT", "23077")) + 10)
+    suffix = uuid.uuid4().hex[:8]
+    prefix = f"traced_clean_{suffix}"
+    path = secured.config_file(
+        "traced.yaml",
+        kafka={
+            "raw_topic": f"traced_raw_{suffix}",
+            "security": {
+                "cert_file": str(material.client_cert),
+                "key_file": str(kafka_key),
+                "key_password": f"file:{kafka_key_password}",
+            },
+        },
+        cassandra={
+            "tls": {
+                "cert_file": str(material.client_cert),
+                "key_file": str(material.client_key),
+                "key_password": f"file:{material.key_password_file}",
+            }
+        },
+        pipeline={
+            "master": spark_cluster.spec.master_url,
+            "lake_directory": str(secured.folder / "traced-lake"),
+            "clean_topic_prefix": prefix,
+            "spark_conf": {
+                "spark.executor.memory": "768m",
+                "spark.eventLog.enabled": "true",
+                "spark.eventLog.dir": events.as_uri(),
+                "spark.eventLog.compress": "false",  # searched as text (compression hides nothing)
+                "spark.ui.enabled": "true",
+                "spark.ui.port": str(ui_port),
+            },
+        },
+    )
+    config = load_config(path, environ={})
+    raw_topic = config.kafka.raw_topic
+    asyncio.run(ensure_topics(config.kafka, [TopicSpec(raw_topic, 2)]))
+    changes = asyncio.run(_fill_clean_topic(secured, clean_topic_name(prefix, secured.keyspace, TABLE)))
+    traces = Traces()
+    apps: set[str] = set()
+    outputs = []
+    for job in (["lake", "--once"], ["bootstrap", "--tables", secured.table]):
+        command = [str(Path(sys.executable).parent / "cdc"), "pipeline", *job, "--config", str(path)]
+        with recording_ui(ui_port, traces) as seen:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+        apps |= seen
+        traces.add(f"stdout of cdc pipeline {job[0]}", done.stdout)
+        traces.add(f"stderr of cdc pipeline {job[0]}", done.stderr)
+        assert done.returncode == 0, (
+            f"{job} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+        outputs.append(done.stdout)
+    lake, bootstrap = outputs
+    assert f"{changes:,} changes" in lake, lake
+    assert f" {changes} rows" in bootstrap, bootstrap
+
+    assert len(apps) == 2, f"the driver UI on port {ui_port} answered for {apps}"
+    event_logs = sorted(p for p in events.rglob("*") if p.is_file())  # a folder per application
+    for app in apps:
+        assert any(app in str(p) for p in event_logs), f"no event log of {app}: {event_logs}"
+    traces.add_files(event_logs)
+    spec = spark_cluster.spec
+    executor_logs = [p for app in apps for p in spec.root.glob(f"worker-*/{app}/*/std*")]
+    assert executor_logs, f"no executor log of {apps} under {spec.root}"
+    traces.add_files(executor_logs)
+    traces.add_files(spec.logs.glob("spark-*"))
+
+    key_lines = [line for line in kafka_key.read_text().splitlines() if "-----" not in line]
+    secrets = {
+        "kafka.security.password": material.kafka_password(),
+        "the JAAS line": jaas_config("SCRAM-SHA-512", material.kafka_user, material.kafka_password()),
+        "kafka.security.key_password": kafka_key_password.read_text().strip(),
+        "cassandra.password": material.cassandra_password(),
+        "cassandra.tls.key_password": material.key_password(),
+        **{f"line {n} of the Kafka client key": line for n, line in enumerate(key_lines, 1)},
+    }
+    leaks = traces.leaks(secrets)
+    assert not leaks, "secrets show in Spark's traces:\n" + "\n".join(f"{k}: {v}" for k, v in leaks.items())
+
+    # the test looks where the secured options are: the event log and the UI's SQL plans carry them masked
+    redacted = json.dumps("kafka.sasl.jaas.config=*********(redacted)")[1:-1]
+    for where in (str(events), "/sql?"):
+        assert any(where in place for place in traces.containing(redacted)), f"no masked JAAS line in {where}"
