@@ -8,7 +8,14 @@ write them. The lake job then takes the whole backlog with `availableNow` in mic
 The lake job is a long-running stream, so the measured run comes after `--warmup-rounds` runs over a copy of
 the backlog in the same JVM (the first of them, on a cold JVM, is reported too).
 
+With ``--populate N`` it measures what a running stream does most: update-heavy micro-batches into a
+populated table. The table's first micro-batch creates it with N rows (and remembers some deletes); then
+``--changes`` changes, mostly updates of those rows, are merged, each round into a fresh copy of the
+populated table and its stream checkpoint, and only those rounds are timed. ``--alternate KEY=VALUE``
+runs every second measured round with a SQL setting changed, so two variants are compared in one JVM.
+
     .venv/bin/python bench/lake_pipeline.py --changes 1000000 --keys 250000 --out bench/lake_pipeline.md
+    .venv/bin/python bench/lake_pipeline.py --populate 600000 --changes 400000 --rounds 4
 """
 
 from __future__ import annotations
@@ -127,17 +134,23 @@ def changes(count: int, keys: int, seed: int) -> tuple[list[tuple[bytes, bytes |
 def update_heavy_changes(
     populate: int, count: int, seed: int, update_share: float, delete_share: float
 ) -> tuple[list[tuple[bytes, bytes | None]], list[tuple[bytes, bytes | None]], dict[int, int]]:
-    """The records that populate a table (inserts of keys 0..``populate``-1), then ``count`` changes of it:
-    an update of a random live key (``update_share``), a delete of one (``delete_share``), else an insert
-    of a new key; and the final version per live key."""
+    """The records that populate a table (inserts of keys 0..``populate``-1, and ``populate`` / 20 more
+    keys inserted and deleted, so the lake knows deletes, as a running stream's does), then ``count``
+    changes of it: an update of a random live key (``update_share``), a delete of one (``delete_share``),
+    else an insert of a new key; and the final version per live key."""
     made = _Changes(seed)
     first: list[tuple[bytes, bytes | None]] = []
     for key in range(populate):
         made.emit(key, False, first)
+    gone = range(populate, populate + populate // 20)
+    for key in gone:
+        made.emit(key, False, first)
+    for key in gone:
+        made.emit(key, True, first)
     keys = list(range(populate))  # the live keys, for a uniform pick
     where = {k: i for i, k in enumerate(keys)}
     later: list[tuple[bytes, bytes | None]] = []
-    new_key = populate
+    new_key = gone.stop
     for _ in range(count):
         draw = made.rng.random()
         if draw >= update_share + delete_share or not keys:
@@ -395,28 +408,29 @@ def run_update_heavy(args: argparse.Namespace) -> str:
         )
         made_s = time.monotonic() - began
         asyncio.run(publish(bootstrap, topics, first, args.partitions))
-        del first
         extra = dict(item.split("=", 1) for item in args.spark_conf)
         template = home / "populated"
         # the whole populating backlog in one micro-batch: the one that creates the table
-        populate_config = _lake_config(
-            args, bootstrap, template, PREFIX, max(args.populate, args.max_offsets)
-        )
+        populate_config = _lake_config(args, bootstrap, template, PREFIX, max(len(first), args.max_offsets))
         assert populate_config.pipeline is not None
         began = time.monotonic()
         spark = build_spark_session(populate_config.pipeline, "cdc-bench-lake", extra=extra)
         spark_s = time.monotonic() - began
+        del first
         populated = LakeJob(spark, populate_config, once=True).run()
         print(f"populated: {populated.describe()}", flush=True)
         began = time.monotonic()
         asyncio.run(publish(bootstrap, topics, later, args.partitions, create=False))
         print(
-            f"made the changes in {made_s:.1f} s, published in {time.monotonic() - began:.1f} s", flush=True
+            f"made all changes in {made_s:.1f} s, published the measured ones in "
+            f"{time.monotonic() - began:.1f} s",
+            flush=True,
         )
         del later
         cleaned = wait_for_log_cleaner(broker.spec.data, topics)
         variant = dict(item.split("=", 1) for item in args.alternate)
-        rounds: list[tuple[str, Any, int, int]] = []
+        rounds: list[tuple[str, Any, int, int, float]] = []
+        jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
         for n in range(args.warmup_rounds + args.rounds):
             label = "warm-up" if n < args.warmup_rounds else "base"
             if label == "base" and variant and (n - args.warmup_rounds) % 2 == 1:
@@ -428,12 +442,14 @@ def run_update_heavy(args: argparse.Namespace) -> str:
                 for key, value in variant.items():
                     spark.conf.set(key, value)
             try:
+                cpu = _cpu_seconds(jvm)
                 summary = LakeJob(spark, _lake_config(args, bootstrap, lake, PREFIX), once=True).run()
+                cpu = _cpu_seconds(jvm) - cpu
             finally:
                 for key, value in before.items():
                     spark.conf.unset(key) if value is None else spark.conf.set(key, value)
             rows, wrong = _wrong_rows(spark, lake, final)
-            rounds.append((label, summary, rows, wrong))
+            rounds.append((label, summary, rows, wrong, cpu))
             print(f"round {n + 1} ({label}): {summary.describe()}; {wrong} rows wrong", flush=True)
             shutil.rmtree(lake, ignore_errors=True)
         spark.stop()
@@ -441,13 +457,15 @@ def run_update_heavy(args: argparse.Namespace) -> str:
         broker.stop()
         shutil.rmtree(home, ignore_errors=True)
     measured = [r for r in rounds if r[0] != "warm-up"]
-    base = [s for label, s, _, _ in measured if label == "base"]
+    base = [s for label, s, _, _, _ in measured if label == "base"]
     rate = sum(s.changes / s.seconds for s in base) / len(base)
     last = base[-1]
 
     def described(label: str) -> str:
         return ", ".join(
-            f"{s.changes / s.seconds:,.0f}/s ({s.seconds:.1f} s)" for lb, s, _, _ in rounds if lb == label
+            f"{s.changes / s.seconds:,.0f}/s ({s.seconds:.1f} s, {cpu / s.changes * 1e6:.1f} µs)"
+            for lb, s, _, _, cpu in rounds
+            if lb == label
         )
 
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -473,17 +491,17 @@ stream checkpoint. Made with:
 
 | what | value |
 |---|---|
-| rows in the table before the measured batches (its first micro-batch, not measured) | {populated.inserted:,} in {populated.seconds:.1f} s |
+| rows in the table before the measured batches (its first micro-batch, not measured; it also deletes {args.populate // 20:,} keys it inserts, so the lake has tombstones to screen changes against, as a running stream has) | {populated.inserted:,} in {populated.seconds:.1f} s |
 | changes published after them | {args.changes:,} and a tombstone after each delete |
 | the broker's log cleaner, left to finish before the job starts (the topic is compacted, as clean topics are) | {cleaned[0] / 1e6:,.0f} MB -> {cleaned[1] / 1e6:,.0f} MB in {cleaned[2]:.0f} s |
 | clean records a round read (c/u/d events and tombstones the cleaner left) | {last.changes:,} |
 | micro-batches a round (`maxOffsetsPerTrigger` {args.max_offsets:,}) | {last.batches} |
 | rows inserted / updated / deleted by a round's MERGEs | {last.inserted:,} / {last.updated:,} / {last.deleted:,} |
 | warm-up rounds, in the same JVM (round 1 right after the populating batch) | {described("warm-up") or "none"} |
-| measured rounds, first offset to last commit | {described("base")} |
+| measured rounds, first offset to last commit (rate, seconds, the Spark JVM's CPU per record) | {described("base")} |
 {alternate}| **clean records per second into Delta** (mean of the measured rounds) | **{rate:,.0f}** |
-| rows in the table at the end of each round (live keys expected: {len(final):,}) | {", ".join(f"{r:,}" for _, _, r, _ in rounds)} |
-| rows whose final version differs from the generator's, each round | {", ".join(str(w) for _, _, _, w in rounds)} |
+| rows in the table at the end of each round (live keys expected: {len(final):,}) | {", ".join(f"{r:,}" for _, _, r, _, _ in rounds)} |
+| rows whose final version differs from the generator's, each round | {", ".join(str(w) for _, _, _, w, _ in rounds)} |
 | Spark settings besides the job's own | {", ".join(f"`{k}={v}`" for k, v in extra.items()) or "none"} |
 | Spark session start (JVM, jars) | {spark_s:.1f} s |
 | peak RSS of a child process (the Spark JVM) | {peak_mb:,.0f} MB |
@@ -544,6 +562,13 @@ def main() -> int:
     if args.out:
         args.out.write_text(report + _analysis_of(args.out))
     return 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU of a process so far (its threads included), from /proc: less sensitive than
+    the wall clock to the other work on a shared machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _files_and_compactions(spark: Any, path: Path) -> tuple[int, int]:
