@@ -397,7 +397,8 @@ def run_update_heavy(args: argparse.Namespace) -> str:
     from pipeline.spark_session import build_spark_session
 
     home = Path(tempfile.mkdtemp(prefix="cdc-bench-lake-"))
-    broker = KafkaBroker(broker_spec(_broker_settings(home)), _broker_settings(home))
+    settings = _broker_settings(home)
+    broker = KafkaBroker(broker_spec(settings), settings)
     broker.start()
     try:
         bootstrap = broker.spec.bootstrap
