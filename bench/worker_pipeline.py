@@ -1,7 +1,8 @@
 """Worker under load: raw events/s at three copies per change, scaling to two workers, CPU and RSS.
 
 Starts services of its own in a temporary home (Kafka on 127.0.0.1:29092, a one-node Cassandra on
-127.0.3.1), then:
+127.0.3.1; CDC_KAFKA_PORT, CDC_KAFKA_CONTROLLER_PORT, CDC_CQL_PORT, CDC_STORAGE_PORT and CDC_JMX_BASE_PORT
+move them, for a machine where another set of services runs), then:
   input     --rows writes to `bench.readings` (a CDC table of narrow 10-column rows; --update-share of them
             UPDATEs of rows written before, the rest INSERTs of new rows), published by a real agent
             (`python -m cdc agent`); every raw event is then written --copies times, shuffled within its
@@ -500,11 +501,14 @@ class Bench:
         self.args = args
         self.home = home
         self.settings = InfraSettings.from_env(
-            home=home / "services", kafka_port=KAFKA_PORT, kafka_controller_port=KAFKA_CONTROLLER_PORT
+            home=home / "services",
+            kafka_port=int(os.environ.get("CDC_KAFKA_PORT", KAFKA_PORT)),
+            kafka_controller_port=int(os.environ.get("CDC_KAFKA_CONTROLLER_PORT", KAFKA_CONTROLLER_PORT)),
         )
+        jmx_port = int(os.environ.get("CDC_JMX_BASE_PORT", JMX_PORT))
         self.broker = KafkaBroker(broker_spec(self.settings), self.settings)
         self.node = CassandraNode(
-            standalone_spec(self.settings, "bench", address=ADDRESS, jmx_port=JMX_PORT), self.settings
+            standalone_spec(self.settings, "bench", address=ADDRESS, jmx_port=jmx_port), self.settings
         )
         self.bootstrap = self.broker.spec.bootstrap
         self.cluster: Any = None
