@@ -9,6 +9,10 @@
 //! events (key and value bytes, Kafka partition, entry end) for thousands of entries per call. An entry it
 //! cannot publish by itself (a table it does not know, system_schema, bytes that do not decode) is handed
 //! back whole to the Python decoder, which handles it as it always did.
+//!
+//! The worker's batch loop uses `raw_event_heads` (schemas/raw_event.py's `peek_raw_event` for a whole
+//! batch): the table and digest of each raw record, so that replica copies are dropped without a
+//! decode (app/worker_core.py chooses it).
 
 use std::fs::File;
 use std::sync::Arc;
@@ -367,6 +371,43 @@ fn murmur2(data: &[u8]) -> u32 {
     raw_event::murmur2(data)
 }
 
+/// The heads of encoded raw events (raw_event::head), for a worker's batch: per value, a tuple of its
+/// table ("keyspace.table") and its digest, or None where the Python reader must read it (odd bytes).
+/// The table's name is one string object per table and call.
+#[pyfunction]
+fn raw_event_heads(py: Python<'_>, values: &Bound<'_, PyList>) -> PyResult<Py<PyList>> {
+    let out = PyList::empty_bound(py);
+    let mut names: Vec<(String, PyObject)> = Vec::new();
+    let mut name = String::new();
+    for value in values.iter() {
+        let head = match value.downcast::<PyBytes>() {
+            Ok(data) => raw_event::head(data.as_bytes()),
+            Err(_) => None,
+        };
+        let (keyspace, table, digest) = match head {
+            Some(found) => found,
+            None => {
+                out.append(py.None())?;
+                continue;
+            }
+        };
+        name.clear();
+        name.push_str(keyspace);
+        name.push('.');
+        name.push_str(table);
+        let text = match names.iter().find(|(known, _)| *known == name) {
+            Some((_, text)) => text.clone_ref(py),
+            None => {
+                let text: PyObject = name.clone().into_py(py);
+                names.push((name.clone(), text.clone_ref(py)));
+                text
+            }
+        };
+        out.append(PyTuple::new_bound(py, [text, PyBytes::new_bound(py, digest).into_py(py)]))?;
+    }
+    Ok(out.unbind())
+}
+
 /// Digests computed side by side (md5::md5_many).
 const GROUP: usize = 8;
 
@@ -608,6 +649,7 @@ fn cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan_segment, m)?)?;
     m.add_function(wrap_pyfunction!(decode_entry, m)?)?;
     m.add_function(wrap_pyfunction!(murmur2, m)?)?;
+    m.add_function(wrap_pyfunction!(raw_event_heads, m)?)?;
     m.add_function(wrap_pyfunction!(digest_segment, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
