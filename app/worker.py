@@ -42,6 +42,7 @@ from app.partition_states import PartitionStates, changelog_topic
 from app.raw_consumer import RawConsumer
 from app.rest_api import register_views
 from app.transactional_sink import TransactionalSink
+from app.worker_core import AVAILABLE, WorkerCoreError, choose_core
 from app.worker_health import worker_health
 from app.worker_stats import WorkerStats
 from runtime.config import CdcConfig, ConfigError, KafkaConfig, WorkerConfig
@@ -102,6 +103,11 @@ class Worker:
         self.status = "starting"
         self.kafka_status = KafkaStatus(kafka.bootstrap_servers, settings.outage_timeout_s)
         self.probe = KafkaProbe(kafka)
+        try:
+            self.core = choose_core(settings.core)
+        except WorkerCoreError as exc:
+            raise ConfigError(f"config {config.source}: {exc}") from exc
+        self.stats.native_core.set(1 if self.core == "native" else 0)
         self.topics = Topics(
             raw=kafka.raw_topic,
             changelog=changelog_topic(settings.app_id),
@@ -175,6 +181,7 @@ class Worker:
             reposition=self.consumer.seek,
             kafka_status=self.kafka_status,
             outage_timeout_s=settings.outage_timeout_s,
+            core=self.core,
         )
         self.stats.lag.watch(self.consumer.highwater, self.consumer.fetched_at)
         self._restoring: asyncio.Task[None] | None = None
@@ -380,6 +387,14 @@ class Worker:
 
     async def _prepare(self) -> None:
         kafka = self.config.kafka
+        log.info(
+            "per-record core: %s",
+            "native core"
+            if self.core == "native"
+            else "Python core (slower: the native core is "
+            + ("not installed" if AVAILABLE != "native" else "turned off by worker.core")
+            + ")",
+        )
         try:
             (self.settings.data_directory / "faust").mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -435,6 +450,7 @@ class Worker:
             assigned=self.partitions.assigned,
             ready=set(self.partitions.ready),
             tables_known=len(self.schemas.tables()),
+            core=self.core,
             kafka=self.kafka_status,
             lag=self.stats.lag.figures(int(time.time() * 1000)),
             failed=self.loop.failed,

@@ -132,10 +132,7 @@ def _lasting(row: RowState) -> bool:
     liveness = row.liveness
     if liveness is not None and liveness.ttl != 0:
         return False
-    for cell in row.cells.values():
-        if cell.flags:
-            return False
-    return True
+    return all(not cell.flags for cell in row.cells.values())
 
 
 def _earliest(*times: int | None) -> int | None:
