@@ -42,7 +42,7 @@ from app.partition_states import PartitionStates, changelog_topic
 from app.raw_consumer import RawConsumer
 from app.rest_api import register_views
 from app.transactional_sink import TransactionalSink
-from app.worker_core import AVAILABLE, WorkerCoreError, choose_core
+from app.worker_core import AVAILABLE, WorkerCoreError, change_json, choose_core
 from app.worker_health import worker_health
 from app.worker_stats import WorkerStats
 from runtime.config import CdcConfig, ConfigError, KafkaConfig, WorkerConfig
@@ -64,7 +64,8 @@ def worker_config(config: CdcConfig) -> WorkerConfig:
     return config.worker
 
 
-def make_codec(worker: WorkerConfig) -> ChangeCodec:
+def make_codec(worker: WorkerConfig, core: str = "python") -> ChangeCodec:
+    """The clean topics' codec; ``core`` native: JSON change events written by the native core."""
     if worker.encoding == "avro":
         from schemas.change_avro import AvroChangeCodec
         from schemas.registry_client import HttpSchemaRegistryClient
@@ -77,7 +78,7 @@ def make_codec(worker: WorkerConfig) -> ChangeCodec:
         return AvroChangeCodec(registry, worker.clean_topic_prefix, decimal_handling=worker.decimal_handling)
     if worker.encoding == "json_schema":
         return ConnectJsonChangeCodec(worker.clean_topic_prefix, decimal_handling=worker.decimal_handling)
-    return JsonChangeCodec.for_decimals(worker.decimal_handling)
+    return JsonChangeCodec.for_decimals(worker.decimal_handling, native=change_json(core))
 
 
 class _WorkerBoot(BootStrategy):
@@ -132,7 +133,7 @@ class Worker:
         self.processor = ChangeProcessor(
             cluster=config.cluster,
             topic_prefix=settings.clean_topic_prefix,
-            codec=make_codec(settings),
+            codec=make_codec(settings, self.core),
             stats=self.stats,
             refuse_counters=settings.counter_tables == "refuse",
         )

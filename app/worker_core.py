@@ -2,7 +2,9 @@
 
 The native core (the `cdc_native` extension built from native/ by `make setup`, shared with the agent)
 reads the table and digest of every raw record of a batch in one call (``raw_event_heads``), so the
-replica copies, two of three records at three replicas, are dropped without a Python call per record.
+replica copies, two of three records at three replicas, are dropped without a Python call per record;
+and it writes JSON change events (``ChangeJson``, for tables whose columns are all of the common scalar
+types, see schemas/change_json.py).
 The Python functions stay the specification and the fallback: without the extension (`pip install .`
 with no Rust toolchain) the worker runs on them, slower, and says so in its log, /health and the
 ``cdc_worker_native_core`` metric, as the agent does.
@@ -15,6 +17,7 @@ from typing import Any
 
 from app.errors import WorkerError
 from schemas import raw_event
+from schemas.change_json import NativeEncoder
 
 try:  # built from native/ by `make setup`; absent after a plain `pip install .`
     import cdc_native
@@ -22,7 +25,11 @@ except ImportError:  # pragma: no cover - depends on the installation
     cdc_native: Any = None  # type: ignore[no-redef]
 
 #: "native" when an extension with the worker's functions is installed, else "python"
-AVAILABLE = "native" if cdc_native is not None and hasattr(cdc_native, "raw_event_heads") else "python"
+AVAILABLE = (
+    "native"
+    if cdc_native is not None and all(hasattr(cdc_native, f) for f in ("raw_event_heads", "ChangeJson"))
+    else "python"
+)
 
 #: per raw record value: its table ("keyspace.table") and digest, or None (see raw_event_heads)
 HeadsReader = Callable[[Sequence[bytes | None]], list[tuple[str, bytes] | None]]
@@ -43,6 +50,11 @@ def choose_core(requested: str) -> str:
             "worker.core: auto to run on the Python core"
         )
     return AVAILABLE
+
+
+def change_json(core: str) -> NativeEncoder | None:
+    """The native encoder of JSON change events (schemas/change_json.py's ``native``), or None."""
+    return cdc_native.ChangeJson if core == "native" else None  # type: ignore[no-any-return]
 
 
 def heads_reader(core: str) -> HeadsReader:

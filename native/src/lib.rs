@@ -19,8 +19,10 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::intern;
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
 
+mod change_json;
 mod digest;
 mod md5;
 mod mutation_decoder;
@@ -408,6 +410,332 @@ fn raw_event_heads(py: Python<'_>, values: &Bound<'_, PyList>) -> PyResult<Py<Py
     Ok(out.unbind())
 }
 
+/// A table's change events as JSON (change_json.rs; schemas/change_json.py's `encode_change` is the
+/// specification): built once per table version from its columns, called per change.
+#[pyclass(module = "cdc_native", frozen)]
+struct ChangeJson {
+    /// `source.version`, as JSON
+    version: String,
+    partition_key: Vec<(String, change_json::Kind)>,
+    clustering: Vec<(String, change_json::Kind)>,
+    /// every other column: its name (for the image's dicts), as JSON, static or not, kind
+    columns: Vec<(Py<PyString>, String, bool, change_json::Kind)>,
+    /// the key's columns (partition key, then clustering) in the order of their names
+    key_order: Vec<usize>,
+}
+
+fn json_name(name: &str) -> String {
+    let mut out = String::new();
+    change_json::string(&mut out, name);
+    out
+}
+
+fn kind_of(code: u8) -> PyResult<change_json::Kind> {
+    change_json::Kind::from_code(code).ok_or_else(|| PyValueError::new_err(format!("unknown JSON kind {}", code)))
+}
+
+/// Whether a Python int that must fit an i64 did (None: it is None).
+enum Int {
+    Null,
+    Value(i64),
+    TooBig,
+}
+
+fn int_attr(source: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyResult<Int> {
+    let value = source.getattr(name)?;
+    if value.is_none() {
+        return Ok(Int::Null);
+    }
+    Ok(match value.extract::<i64>() {
+        Ok(v) => Int::Value(v),
+        Err(_) => Int::TooBig,
+    })
+}
+
+impl ChangeJson {
+    /// One image as its JSON object, the key columns' JSON forms into `keys`; false: Python decides.
+    fn row(&self, out: &mut String, image: &Bound<'_, PyAny>, keys: &mut Vec<String>) -> PyResult<bool> {
+        let py = image.py();
+        let repr = |v: f64| -> Option<String> { PyFloat::new_bound(py, v).repr().ok().map(|r| r.to_string()) };
+        keys.clear();
+        let partition_key = image.getattr(intern!(py, "partition_key"))?;
+        let partition_key = match partition_key.downcast::<PyBytes>() {
+            Ok(b) => b.as_bytes(),
+            Err(_) => return Ok(false),
+        };
+        out.push('{');
+        let mut first = true;
+        let mut pos = 0usize;
+        for (i, (name, kind)) in self.partition_key.iter().enumerate() {
+            let raw = if self.partition_key.len() == 1 {
+                partition_key
+            } else {
+                // composite: per column u16 length, bytes, end-of-component byte
+                if pos + 2 > partition_key.len() {
+                    return Ok(false);
+                }
+                let size = usize::from(u16::from_be_bytes([partition_key[pos], partition_key[pos + 1]]));
+                let end = pos + 2 + size;
+                if end + 1 > partition_key.len() {
+                    return Ok(false);
+                }
+                let part = &partition_key[pos + 2..end];
+                pos = end + 1;
+                if i + 1 == self.partition_key.len() && pos < partition_key.len() {
+                    return Ok(false); // more components than columns
+                }
+                part
+            };
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(name);
+            out.push(':');
+            let at = out.len();
+            if !change_json::value(out, *kind, raw, &repr) {
+                return Ok(false);
+            }
+            keys.push(out[at..].to_string());
+        }
+        let clustering = image.getattr(intern!(py, "clustering"))?;
+        let clustering = if clustering.is_none() {
+            None
+        } else {
+            match clustering.downcast::<PyTuple>() {
+                Ok(t) if t.len() >= self.clustering.len() => Some(t.clone()),
+                _ => return Ok(false),
+            }
+        };
+        for (i, (name, kind)) in self.clustering.iter().enumerate() {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(name);
+            out.push(':');
+            let at = out.len();
+            let raw = match &clustering {
+                None => None,
+                Some(t) => Some(t.get_item(i)?),
+            };
+            match raw {
+                Some(raw) if !raw.is_none() => match raw.downcast::<PyBytes>() {
+                    Ok(b) => {
+                        if !change_json::value(out, *kind, b.as_bytes(), &repr) {
+                            return Ok(false);
+                        }
+                    }
+                    Err(_) => return Ok(false),
+                },
+                _ => out.push_str("null"),
+            }
+            keys.push(out[at..].to_string());
+        }
+        let statics = image.getattr(intern!(py, "static"))?;
+        let regular = image.getattr(intern!(py, "regular"))?;
+        let statics = match statics.downcast::<PyDict>() {
+            Ok(d) => d.clone(),
+            Err(_) => return Ok(false),
+        };
+        let regular = match regular.downcast::<PyDict>() {
+            Ok(d) => d.clone(),
+            Err(_) => return Ok(false),
+        };
+        let value_name = intern!(py, "value");
+        for (key, name, is_static, kind) in &self.columns {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(name);
+            out.push(':');
+            let cell = if *is_static { statics.get_item(key.bind(py))? } else { regular.get_item(key.bind(py))? };
+            match cell {
+                None => out.push_str("null"),
+                Some(cell) => {
+                    let raw = cell.getattr(value_name)?;
+                    match raw.downcast::<PyBytes>() {
+                        Ok(b) => {
+                            if !change_json::value(out, *kind, b.as_bytes(), &repr) {
+                                return Ok(false);
+                            }
+                        }
+                        Err(_) => return Ok(false), // a collection's elements, a counter: Python
+                    }
+                }
+            }
+        }
+        out.push('}');
+        Ok(true)
+    }
+}
+
+#[pymethods]
+impl ChangeJson {
+    /// `version`: source.version; the columns as (name, kind code) and, for the others, (name,
+    /// static, kind code), each list in the order of the row's JSON object.
+    #[new]
+    fn new(
+        py: Python<'_>,
+        version: &str,
+        partition_key: Vec<(String, u8)>,
+        clustering: Vec<(String, u8)>,
+        columns: Vec<(String, bool, u8)>,
+    ) -> PyResult<ChangeJson> {
+        let mut names: Vec<(String, usize)> = Vec::new();
+        let mut key_columns = Vec::new();
+        for (name, code) in partition_key.iter() {
+            names.push((name.clone(), names.len()));
+            key_columns.push((json_name(name), kind_of(*code)?));
+        }
+        let mut clustering_columns = Vec::new();
+        for (name, code) in clustering.iter() {
+            names.push((name.clone(), names.len()));
+            clustering_columns.push((json_name(name), kind_of(*code)?));
+        }
+        names.sort();
+        let mut others = Vec::new();
+        for (name, is_static, code) in columns {
+            let key: Py<PyString> = PyString::new_bound(py, &name).unbind();
+            others.push((key, json_name(&name), is_static, kind_of(code)?));
+        }
+        Ok(ChangeJson {
+            version: json_name(version),
+            partition_key: key_columns,
+            clustering: clustering_columns,
+            columns: others,
+            key_order: names.into_iter().map(|(_, i)| i).collect(),
+        })
+    }
+
+    /// The change's Kafka key and value (`encode_change`), or None where Python must encode it. `op` is
+    /// the envelope's, `source` a ChangeSource.
+    #[pyo3(signature = (before, after, op, source, ts_ms))]
+    fn encode(
+        &self,
+        py: Python<'_>,
+        before: Option<Bound<'_, PyAny>>,
+        after: Option<Bound<'_, PyAny>>,
+        op: &str,
+        source: Bound<'_, PyAny>,
+        ts_ms: i64,
+    ) -> PyResult<Option<(Py<PyBytes>, Py<PyBytes>)>> {
+        let mut value = String::with_capacity(1024);
+        let mut keys: Vec<String> = Vec::new();
+        let mut key_values: Vec<String> = Vec::new();
+        value.push_str("{\"before\":");
+        match &before {
+            None => value.push_str("null"),
+            Some(image) => {
+                if !self.row(&mut value, image, &mut keys)? {
+                    return Ok(None);
+                }
+                key_values = keys.clone();
+            }
+        }
+        value.push_str(",\"after\":");
+        match &after {
+            None => value.push_str("null"),
+            Some(image) => {
+                if !self.row(&mut value, image, &mut keys)? {
+                    return Ok(None);
+                }
+                key_values = keys.clone();
+            }
+        }
+        if before.is_none() && after.is_none() {
+            return Ok(None);
+        }
+        value.push_str(",\"op\":");
+        change_json::string(&mut value, op);
+        // the source record, as ChangeSource.as_dict writes it
+        let text = |name: &Bound<'_, PyString>| -> PyResult<Option<String>> {
+            let v = source.getattr(name)?;
+            if v.is_none() {
+                return Ok(None);
+            }
+            Ok(Some(v.extract::<String>()?))
+        };
+        let write_time_us = match int_attr(&source, intern!(py, "write_time_us"))? {
+            Int::TooBig => return Ok(None),
+            other => other,
+        };
+        let segment_id = match int_attr(&source, intern!(py, "segment_id"))? {
+            Int::TooBig => return Ok(None),
+            other => other,
+        };
+        let offset = match int_attr(&source, intern!(py, "offset"))? {
+            Int::TooBig => return Ok(None),
+            other => other,
+        };
+        let (name, keyspace, table, cluster, node) = match (
+            text(intern!(py, "name"))?,
+            text(intern!(py, "keyspace"))?,
+            text(intern!(py, "table"))?,
+            text(intern!(py, "cluster"))?,
+        ) {
+            (Some(n), Some(k), Some(t), Some(c)) => (n, k, t, c, text(intern!(py, "node"))?),
+            _ => return Ok(None),
+        };
+        let snapshot: bool = source.getattr(intern!(py, "snapshot"))?.is_truthy()?;
+        let expired: bool = source.getattr(intern!(py, "expired"))?.is_truthy()?;
+        let int_json = |out: &mut String, v: &Int| match v {
+            Int::Value(v) => {
+                let _ = std::fmt::Write::write_fmt(out, format_args!("{}", v));
+            }
+            _ => out.push_str("null"),
+        };
+        value.push_str(",\"source\":{\"version\":");
+        value.push_str(&self.version);
+        value.push_str(",\"connector\":\"cassandra\",\"name\":");
+        change_json::string(&mut value, &name);
+        value.push_str(",\"ts_ms\":");
+        let source_ms = match write_time_us {
+            Int::Value(us) => us.div_euclid(1000),
+            _ => ts_ms,
+        };
+        int_json(&mut value, &Int::Value(source_ms));
+        value.push_str(if snapshot { ",\"snapshot\":\"true\",\"db\":" } else { ",\"snapshot\":\"false\",\"db\":" });
+        change_json::string(&mut value, &keyspace);
+        value.push_str(",\"table\":");
+        change_json::string(&mut value, &table);
+        value.push_str(",\"cluster\":");
+        change_json::string(&mut value, &cluster);
+        value.push_str(",\"keyspace\":");
+        change_json::string(&mut value, &keyspace);
+        value.push_str(",\"write_time_us\":");
+        int_json(&mut value, &write_time_us);
+        value.push_str(",\"node\":");
+        match &node {
+            None => value.push_str("null"),
+            Some(node) => change_json::string(&mut value, node),
+        }
+        value.push_str(",\"segment_id\":");
+        int_json(&mut value, &segment_id);
+        value.push_str(",\"offset\":");
+        int_json(&mut value, &offset);
+        value.push_str(if expired { ",\"expired\":true}" } else { ",\"expired\":false}" });
+        value.push_str(",\"ts_ms\":");
+        int_json(&mut value, &Int::Value(ts_ms));
+        value.push('}');
+        // the key: the key columns by name, sorted
+        let mut key = String::with_capacity(128);
+        key.push('{');
+        let names: Vec<&String> = self.partition_key.iter().chain(self.clustering.iter()).map(|(n, _)| n).collect();
+        for (n, i) in self.key_order.iter().enumerate() {
+            if n > 0 {
+                key.push(',');
+            }
+            key.push_str(names[*i]);
+            key.push(':');
+            key.push_str(&key_values[*i]);
+        }
+        key.push('}');
+        Ok(Some((PyBytes::new_bound(py, key.as_bytes()).unbind(), PyBytes::new_bound(py, value.as_bytes()).unbind())))
+    }
+}
+
 /// Digests computed side by side (md5::md5_many).
 const GROUP: usize = 8;
 
@@ -646,6 +974,7 @@ impl SegmentBatchReader {
 fn cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Catalog>()?;
     m.add_class::<SegmentBatchReader>()?;
+    m.add_class::<ChangeJson>()?;
     m.add_function(wrap_pyfunction!(scan_segment, m)?)?;
     m.add_function(wrap_pyfunction!(decode_entry, m)?)?;
     m.add_function(wrap_pyfunction!(murmur2, m)?)?;
