@@ -42,7 +42,7 @@ from app.partition_states import PartitionStates, changelog_topic
 from app.raw_consumer import RawConsumer
 from app.rest_api import register_views
 from app.transactional_sink import TransactionalSink
-from app.worker_core import AVAILABLE, WorkerCoreError, change_json, choose_core
+from app.worker_core import AVAILABLE, WorkerCoreError, change_json, choose_core, use_row_encoder
 from app.worker_health import worker_health
 from app.worker_stats import WorkerStats
 from runtime.config import CdcConfig, ConfigError, KafkaConfig, WorkerConfig
@@ -109,6 +109,7 @@ class Worker:
         except WorkerCoreError as exc:
             raise ConfigError(f"config {config.source}: {exc}") from exc
         self.stats.native_core.set(1 if self.core == "native" else 0)
+        use_row_encoder(self.core)
         self.topics = Topics(
             raw=kafka.raw_topic,
             changelog=changelog_topic(settings.app_id),

@@ -27,6 +27,7 @@ mod digest;
 mod md5;
 mod mutation_decoder;
 mod raw_event;
+mod row_codec;
 mod segment_reader;
 
 use digest::{bytes_of, DigestWriter};
@@ -408,6 +409,140 @@ fn raw_event_heads(py: Python<'_>, values: &Bound<'_, PyList>) -> PyResult<Py<Py
         out.append(PyTuple::new_bound(py, [text, PyBytes::new_bound(py, digest).into_py(py)]))?;
     }
     Ok(out.unbind())
+}
+
+/// A stored row value (row_codec.rs; state/store/codec.py's `encode_row_value` is the specification):
+/// `row` a RowState, `due_s` its entry in the due index (0: none). None where Python must write it: a
+/// row with complex cells or deletions, or a field that does not fit the format (Python names it).
+#[pyfunction]
+fn encode_row_value(py: Python<'_>, row: &Bound<'_, PyAny>, due_s: u64) -> PyResult<PyObject> {
+    let none = || Ok(py.None());
+    let complex_cells = row.getattr(intern!(py, "complex_cells"))?;
+    let complex_deletions = row.getattr(intern!(py, "complex_deletions"))?;
+    if complex_cells.is_truthy()? || complex_deletions.is_truthy()? {
+        return none();
+    }
+    let clustering_obj = row.getattr(intern!(py, "clustering"))?;
+    let clustering_tuple = match clustering_obj.downcast::<PyTuple>() {
+        Ok(t) => t,
+        Err(_) => return none(),
+    };
+    if clustering_tuple.len() > 255 {
+        return none();
+    }
+    let mut clustering_values: Vec<Option<Bound<'_, PyBytes>>> = Vec::with_capacity(clustering_tuple.len());
+    for value in clustering_tuple.iter() {
+        if value.is_none() {
+            clustering_values.push(None);
+        } else {
+            match value.downcast_into::<PyBytes>() {
+                Ok(b) if b.as_bytes().len() <= i32::MAX as usize => clustering_values.push(Some(b)),
+                _ => return none(),
+            }
+        }
+    }
+    let clustering: Vec<Option<&[u8]>> = clustering_values.iter().map(|v| v.as_ref().map(|b| b.as_bytes())).collect();
+    let liveness_obj = row.getattr(intern!(py, "liveness"))?;
+    let liveness = if liveness_obj.is_none() {
+        None
+    } else {
+        let timestamp = match int_attr(&liveness_obj, intern!(py, "timestamp"))? {
+            Int::Value(v) => v,
+            _ => return none(),
+        };
+        let ttl = match int_attr(&liveness_obj, intern!(py, "ttl"))? {
+            Int::Value(v) if v >= i32::MIN as i64 && v <= i32::MAX as i64 => v as i32,
+            _ => return none(),
+        };
+        let expiry = match int_attr(&liveness_obj, intern!(py, "local_expiration_time"))? {
+            Int::Null => None,
+            Int::Value(v) => Some(v),
+            Int::TooBig => return none(),
+        };
+        if ttl != 0 || expiry.is_some() {
+            Some((timestamp, Some(ttl), expiry))
+        } else {
+            Some((timestamp, None, None))
+        }
+    };
+    let deletion_obj = row.getattr(intern!(py, "deletion"))?;
+    let deletion = if deletion_obj.is_none() {
+        None
+    } else {
+        match (
+            int_attr(&deletion_obj, intern!(py, "timestamp"))?,
+            int_attr(&deletion_obj, intern!(py, "local_deletion_time"))?,
+        ) {
+            (Int::Value(t), Int::Value(l)) => Some((t, l)),
+            _ => return none(),
+        }
+    };
+    let cells_obj = row.getattr(intern!(py, "cells"))?;
+    let cells_dict = match cells_obj.downcast::<PyDict>() {
+        Ok(d) => d,
+        Err(_) => return none(),
+    };
+    // the names and values borrowed from the dict's objects, which it keeps alive while this runs
+    let mut names: Vec<Bound<'_, PyString>> = Vec::with_capacity(cells_dict.len());
+    let mut values: Vec<Bound<'_, PyAny>> = Vec::with_capacity(cells_dict.len());
+    for (name, cell) in cells_dict.iter() {
+        match name.downcast_into::<PyString>() {
+            Ok(n) => names.push(n),
+            Err(_) => return none(),
+        }
+        values.push(cell);
+    }
+    // per cell: its value object (kept here while its bytes are borrowed), timestamp, TTL, local
+    // deletion time, flags
+    let mut fields: Vec<(Bound<'_, PyBytes>, i64, i32, i64, u8)> = Vec::with_capacity(names.len());
+    for (name, cell) in names.iter().zip(values.iter()) {
+        match name.to_str() {
+            Ok(n) if n.len() <= 0xFFFF => {}
+            _ => return none(),
+        };
+        if !cell.getattr(intern!(py, "path"))?.is_none() {
+            return none();
+        }
+        let timestamp = match int_attr(cell, intern!(py, "timestamp"))? {
+            Int::Value(v) => v,
+            _ => return none(),
+        };
+        let ttl = match int_attr(cell, intern!(py, "ttl"))? {
+            Int::Value(v) if v >= i32::MIN as i64 && v <= i32::MAX as i64 => v as i32,
+            _ => return none(),
+        };
+        let local_deletion_time = match int_attr(cell, intern!(py, "local_deletion_time"))? {
+            Int::Value(v) => v,
+            _ => return none(),
+        };
+        let flags = match int_attr(cell, intern!(py, "flags"))? {
+            Int::Value(v) if v & !row_codec::CELL_FLAGS == 0 => v as u8,
+            _ => return none(),
+        };
+        let value = match cell.getattr(intern!(py, "value"))?.downcast_into::<PyBytes>() {
+            Ok(b) if b.as_bytes().len() <= u32::MAX as usize => b,
+            _ => return none(),
+        };
+        fields.push((value, timestamp, ttl, local_deletion_time, flags));
+    }
+    let mut cells: Vec<row_codec::SimpleCell<'_>> = Vec::with_capacity(names.len());
+    for (name, (value, timestamp, ttl, local_deletion_time, flags)) in names.iter().zip(fields.iter()) {
+        cells.push(row_codec::SimpleCell {
+            name: name.to_str()?,
+            timestamp: *timestamp,
+            ttl: *ttl,
+            local_deletion_time: *local_deletion_time,
+            flags: *flags,
+            value: value.as_bytes(),
+        });
+    }
+    // Python sorts the names as str (code points): the same order as their UTF-8 bytes
+    cells.sort_unstable_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    let mut out: Vec<u8> = Vec::with_capacity(64 + cells.iter().map(|c| c.name.len() + c.value.len() + 20).sum::<usize>());
+    row_codec::prefix(&mut out, due_s, &clustering);
+    row_codec::head(&mut out, liveness, deletion);
+    row_codec::cells(&mut out, &cells);
+    Ok(PyBytes::new_bound(py, &out).into_py(py))
 }
 
 /// A table's change events as JSON (change_json.rs; schemas/change_json.py's `encode_change` is the
@@ -979,6 +1114,7 @@ fn cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_entry, m)?)?;
     m.add_function(wrap_pyfunction!(murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(raw_event_heads, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_row_value, m)?)?;
     m.add_function(wrap_pyfunction!(digest_segment, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
