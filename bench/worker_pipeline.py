@@ -1051,6 +1051,11 @@ def workers_cpu_us_per_event(result: RunResult) -> float:
     return cpu / 100 * result.seconds / events * 1e6 if events else math.nan
 
 
+def workers_cpu(result: RunResult) -> float:
+    """The CPU of a run's workers together, % of one core."""
+    return sum(result.cpu.get(w, 0.0) for w in result.workers)
+
+
 def ab_rounds(bench: Bench) -> dict[tuple[str, int], dict[str, RunResult]]:
     """The `--compare-tree` runs by (one or two workers, round), then base or this."""
     rounds: dict[tuple[str, int], dict[str, RunResult]] = {}
@@ -1098,8 +1103,8 @@ def ab_table(bench: Bench) -> list[str]:
             f"### {'One worker' if kind == 'one' else 'Two workers together'}",
             "",
             "| round | base events/s | this events/s | this / base | base CPU µs | this CPU µs | "
-            "base Kafka % | this Kafka % | base other % | this other % |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "base workers % | this workers % | base Kafka % | this Kafka % | base other % | this other % |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for (k, index), pair in sorted(rounds.items()):
             base, this = pair.get("base"), pair.get("this")
@@ -1108,6 +1113,7 @@ def ab_table(bench: Bench) -> list[str]:
             lines.append(
                 f"| {index} | {base.rate:,.0f} | {this.rate:,.0f} | {this.rate / base.rate:.3f} | "
                 f"{workers_cpu_us_per_event(base):.1f} | {workers_cpu_us_per_event(this):.1f} | "
+                f"{workers_cpu(base):.0f} | {workers_cpu(this):.0f} | "
                 f"{base.cpu.get('Kafka', 0):.0f} | {this.cpu.get('Kafka', 0):.0f} | "
                 f"{base.cpu.get('other processes', 0):.0f} | {this.cpu.get('other processes', 0):.0f} |"
             )
@@ -1126,7 +1132,58 @@ def ab_table(bench: Bench) -> list[str]:
             f"{medians['two']['this rate'] / medians['one']['this rate']:.2f}x.",
             "",
         ]
-    return lines
+    return [*lines, *ab_reading(bench)]
+
+
+def ab_reading(bench: Bench) -> list[str]:
+    """What the alternating runs say, in numbers: CPU per event against the target, what the machine's
+    load did to the rates, and why two workers scale as they do (from the CPU of each process)."""
+    medians = ab_medians(bench)
+    if "one" not in medians:
+        return []
+    runs = {(kind, tag): [r for i, t, k, r in bench.ab if t == tag and k == kind] for kind in ("one", "two")
+            for tag in ("base", "this")}  # fmt: skip
+
+    def median_of(kind: str, tag: str, figure: Any) -> float:
+        return statistics.median(figure(r) for r in runs[(kind, tag)])
+
+    one = medians["one"]
+    rate, cpu, scaling = EARLIER_FIGURE
+    target_cpu = 1e6 / EPS_TARGET
+    lines = [
+        "## What the numbers say",
+        "",
+        f"- CPU per raw event (one worker): this checkout {one['this cpu']:.1f} µs against the base's "
+        f"{one['base cpu']:.1f} µs in the same run ({one['this cpu'] / one['base cpu']:.2f}x); a worker on a "
+        f"core of its own would then take about {1e6 / one['this cpu']:,.0f} raw events/s (base "
+        f"{1e6 / one['base cpu']:,.0f}). The target, {EPS_TARGET:,}/s, needs about {target_cpu:.0f} µs: "
+        + (
+            "met."
+            if one["this cpu"] <= target_cpu
+            else f"not met ({one['this cpu'] / target_cpu:.2f}x too much)."
+        )
+        + f" The earlier report measured {rate:,}/s at {cpu} µs on a quiet machine.",
+        f"- The machine: other processes used a median {median_of('one', 'this', lambda r: r.cpu['other processes']):.0f}% "
+        f"of the 200% during this checkout's one-worker runs, the worker "
+        f"{median_of('one', 'this', workers_cpu):.0f}%: the events/s above are what the worker's share of "
+        "the cores allowed, not its speed; CPU per event (inflated too when the cores are contended: caches "
+        "and hyper-threads are shared) and the ratio in one run are the figures to compare.",
+    ]
+    if "two" in medians:
+        two = medians["two"]
+        lines.append(
+            f"- Two workers: {two['this rate']:,.0f}/s together, {two['this rate'] / one['this rate']:.2f}x one "
+            f"worker (base {two['base rate'] / one['base rate']:.2f}x; the earlier report {scaling:.2f}x). They "
+            f"used {median_of('two', 'this', workers_cpu):.0f}% of a core together against "
+            f"{median_of('one', 'this', workers_cpu):.0f}% for one, Kafka "
+            f"{median_of('two', 'this', lambda r: r.cpu['Kafka']):.0f}% against "
+            f"{median_of('one', 'this', lambda r: r.cpu['Kafka']):.0f}%, other processes "
+            f"{median_of('two', 'this', lambda r: r.cpu['other processes']):.0f}%; their CPU per raw event "
+            f"({two['this cpu']:.1f} µs against {one['this cpu']:.1f}) says what a second worker costs: the "
+            "rate grows with the CPU the workers get, so on two cores shared with Kafka (and here with "
+            "other processes) two workers scale by the CPU left to them, not by their number."
+        )
+    return [*lines, ""]
 
 
 def report(bench: Bench, command: str) -> str:
