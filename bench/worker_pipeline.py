@@ -852,10 +852,25 @@ class Bench:
             order = [("base", other), ("this", None)]
             for tag, tree in order if index % 2 == 0 else reversed(order):
                 for kind, suffixes in (("one", [""]), ("two", ["a", "b"])):
-                    name = f"ab{index + 1}-{tag}-{kind}"
-                    workers = [self.worker(name + c, f"bench-{name}", "bench.raw-copies") for c in suffixes]
-                    result = self.run(name, workers, "bench.raw-copies", f"bench-{name}", tree=tree)
-                    self.ab.append((index + 1, tag, kind, result))
+                    self.ab.append(
+                        (index + 1, tag, kind, self._ab_run(f"ab{index + 1}-{tag}-{kind}", suffixes, tree))
+                    )
+
+    def _ab_run(self, name: str, suffixes: list[str], tree: Path | None) -> RunResult:
+        """One run of `run_ab`, once more with a new group when a worker stopped (e.g. fenced in the
+        rebalance of two workers starting together); the report lists such runs."""
+        for attempt in range(2):
+            run_name = name if attempt == 0 else f"{name}-again"
+            workers = [self.worker(run_name + c, f"bench-{run_name}", "bench.raw-copies") for c in suffixes]
+            try:
+                return self.run(run_name, workers, "bench.raw-copies", f"bench-{run_name}", tree=tree)
+            except RuntimeError as exc:
+                if attempt:
+                    raise
+                first_line = str(exc).splitlines()[0]
+                say(f"{run_name} failed ({first_line}); running it again with a new group")
+                self.env.setdefault("ab_retries", []).append(f"{run_name}: {first_line}")
+        raise AssertionError("unreachable")
 
     def run_state(self) -> None:
         if self.template is None:
@@ -1130,6 +1145,14 @@ def ab_table(bench: Bench) -> list[str]:
             "Scaling to two workers (median rates): base "
             f"{medians['two']['base rate'] / medians['one']['base rate']:.2f}x, this "
             f"{medians['two']['this rate'] / medians['one']['this rate']:.2f}x.",
+            "",
+        ]
+    retries = bench.env.get("ab_retries", [])
+    if retries:
+        lines += [
+            "Runs repeated with a new group because a worker stopped: "
+            + "; ".join(f"`{r}`" for r in retries)
+            + " (the log line of each worker's exit is in the benchmark's output).",
             "",
         ]
     return [*lines, *ab_reading(bench)]
