@@ -68,6 +68,7 @@ from app.partition_states import PartitionStates
 from app.partition_takeover import InDoubt, PartitionTakeover
 from app.raw_consumer import RawRecord
 from app.transactional_sink import Outgoing, TransactionalSink
+from app.worker_core import AVAILABLE, heads_reader
 from app.worker_stats import BatchTally, TallyMark, WorkerStats
 from cassandra_model.table_schema import TableSchema
 from runtime.config import KafkaConfig
@@ -164,9 +165,10 @@ class BatchLoop:
         reposition: Callable[[int, int], None] | None = None,
         kafka_status: KafkaStatus | None = None,
         outage_timeout_s: float | None = None,
+        core: str = AVAILABLE,
     ) -> None:
         """``reposition(partition, offset)`` moves the raw consumer (None: nothing to move, in tests);
-        ``outage_timeout_s`` None: RETRY_FOR_S."""
+        ``outage_timeout_s`` None: RETRY_FOR_S; ``core`` is the per-record core (app/worker_core.py)."""
         self.kafka = kafka
         self.topics = topics
         self.partitions = partitions
@@ -194,6 +196,8 @@ class BatchLoop:
         self._drops_shown: dict[int, dict[uuid.UUID, TableSchema]] = {}
         self._heartbeat_broken = False
         self.failed: BaseException | None = None
+        #: the table and digest of each record of a batch (app/worker_core.py)
+        self._heads = heads_reader(core)
         self.outage_timeout_s = outage_timeout_s
         self.kafka_status = (
             kafka_status
@@ -327,13 +331,18 @@ class BatchLoop:
         """The records of one partition, in offset order: the hot loop of the worker (two thirds of the
         records are replica copies, dropped in ``_decode`` after a digest lookup)."""
         poison, partition = self._poison, w.partition
+        heads = self._heads([record.value for record in records])
+        drop_duplicate, txn, tally = self.processor.drop_duplicate, w.txn, w.tally
         for i, record in enumerate(records, 1):
             if i % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # the transactions of the partitions merged before go on
             if poison and (reason := poison.get((partition, record.offset))) is not None:
                 decided: _Ready | _NeedsSchema | DeadLetter | None = DeadLetter(record, "merge_error", reason)
             else:
-                decided = self._decode(w, record)
+                head = heads[i - 1]
+                if head is not None and drop_duplicate(txn, head[0], head[1], tally):
+                    continue  # a copy merged before: decided on its head alone, never decoded
+                decided = self._decode(w, record, head)
             if decided is None:
                 continue
             if type(decided) is _NeedsSchema:
@@ -381,14 +390,20 @@ class BatchLoop:
         w.tally.rewind(mark)
         return DeadLetter(record, "merge_error", reason)
 
-    def _decode(self, w: PartitionBatch, record: RawRecord) -> _Ready | _NeedsSchema | DeadLetter | None:
-        """What to do with one record: merge it, wait for a schema first (the only part that awaits),
-        dead-letter it, or nothing (a copy already merged)."""
+    def _decode(
+        self, w: PartitionBatch, record: RawRecord, head: tuple[str, bytes] | None
+    ) -> _Ready | _NeedsSchema | DeadLetter | None:
+        """What to do with one record that is no copy merged before (``head``: its table and digest as
+        the core read them; None: read them with ``peek_raw_event``, which names what is wrong): merge
+        it, wait for a schema first (the only part that awaits), dead-letter it, or nothing (a copy)."""
         if record.value is None:
             return DeadLetter(record, "undecodable", "raw record without a value")
         try:
-            if self.processor.drop_duplicate(w.txn, peek_raw_event(record.value), w.tally):
-                return None
+            if head is None:
+                peeked = peek_raw_event(record.value)
+                table = f"{peeked.keyspace}.{peeked.table}"
+                if self.processor.drop_duplicate(w.txn, table, peeked.digest, w.tally):
+                    return None
             event = decode_raw_event(record.value)
         except RawEventError as exc:
             return DeadLetter(record, "undecodable", str(exc))

@@ -32,7 +32,7 @@ from cassandra_model.errors import ModelError
 from cassandra_model.table_schema import TableSchema
 from schemas.change_codec import ChangeCodec
 from schemas.change_event import ChangeEventError, ChangeSource, clean_topic_name
-from schemas.raw_event import RawEventHead, is_snapshot_source, raw_event_write_time
+from schemas.raw_event import is_snapshot_source, raw_event_write_time
 from state.change import RowChange
 from state.errors import StateError, StoreError
 from state.partition_state import ApplyResult, prepare_event
@@ -143,13 +143,13 @@ class ChangeProcessor:
         return outcome
 
     def drop_duplicate(
-        self, txn: StateTransaction, head: RawEventHead, tally: BatchTally | None = None
+        self, txn: StateTransaction, table: str, digest: bytes, tally: BatchTally | None = None
     ) -> bool:
         """Whether the update was merged before (a replica's copy, a redelivery); it is then only counted.
-        Decided on the event head, so a copy is never decoded."""
-        if not txn.seen_digest(head.digest):
+        Decided on the event head (``table`` "keyspace.table" and ``digest``, see ``peek_raw_event`` and
+        ``raw_event_heads``), so a copy is never decoded."""
+        if not txn.seen_digest(digest):
             return False
-        table = f"{head.keyspace}.{head.table}"
         if tally is None:
             self.stats.record(table, "duplicate")
         else:

@@ -42,6 +42,7 @@ from app.partition_states import PartitionStates, changelog_topic
 from app.raw_consumer import RawConsumer
 from app.rest_api import register_views
 from app.transactional_sink import TransactionalSink
+from app.worker_core import AVAILABLE, WorkerCoreError, change_json, choose_core, use_row_encoder
 from app.worker_health import worker_health
 from app.worker_stats import WorkerStats
 from runtime.config import CdcConfig, ConfigError, KafkaConfig, WorkerConfig
@@ -63,7 +64,8 @@ def worker_config(config: CdcConfig) -> WorkerConfig:
     return config.worker
 
 
-def make_codec(worker: WorkerConfig) -> ChangeCodec:
+def make_codec(worker: WorkerConfig, core: str = "python") -> ChangeCodec:
+    """The clean topics' codec; ``core`` native: JSON change events written by the native core."""
     if worker.encoding == "avro":
         from schemas.change_avro import AvroChangeCodec
         from schemas.registry_client import HttpSchemaRegistryClient
@@ -76,7 +78,7 @@ def make_codec(worker: WorkerConfig) -> ChangeCodec:
         return AvroChangeCodec(registry, worker.clean_topic_prefix, decimal_handling=worker.decimal_handling)
     if worker.encoding == "json_schema":
         return ConnectJsonChangeCodec(worker.clean_topic_prefix, decimal_handling=worker.decimal_handling)
-    return JsonChangeCodec.for_decimals(worker.decimal_handling)
+    return JsonChangeCodec.for_decimals(worker.decimal_handling, native=change_json(core))
 
 
 class _WorkerBoot(BootStrategy):
@@ -102,6 +104,12 @@ class Worker:
         self.status = "starting"
         self.kafka_status = KafkaStatus(kafka.bootstrap_servers, settings.outage_timeout_s)
         self.probe = KafkaProbe(kafka)
+        try:
+            self.core = choose_core(settings.core)
+        except WorkerCoreError as exc:
+            raise ConfigError(f"config {config.source}: {exc}") from exc
+        self.stats.native_core.set(1 if self.core == "native" else 0)
+        use_row_encoder(self.core)
         self.topics = Topics(
             raw=kafka.raw_topic,
             changelog=changelog_topic(settings.app_id),
@@ -126,7 +134,7 @@ class Worker:
         self.processor = ChangeProcessor(
             cluster=config.cluster,
             topic_prefix=settings.clean_topic_prefix,
-            codec=make_codec(settings),
+            codec=make_codec(settings, self.core),
             stats=self.stats,
             refuse_counters=settings.counter_tables == "refuse",
         )
@@ -175,6 +183,7 @@ class Worker:
             reposition=self.consumer.seek,
             kafka_status=self.kafka_status,
             outage_timeout_s=settings.outage_timeout_s,
+            core=self.core,
         )
         self.stats.lag.watch(self.consumer.highwater, self.consumer.fetched_at)
         self._restoring: asyncio.Task[None] | None = None
@@ -380,6 +389,14 @@ class Worker:
 
     async def _prepare(self) -> None:
         kafka = self.config.kafka
+        log.info(
+            "per-record core: %s",
+            "native core"
+            if self.core == "native"
+            else "Python core (slower: the native core is "
+            + ("not installed" if AVAILABLE != "native" else "turned off by worker.core")
+            + ")",
+        )
         try:
             (self.settings.data_directory / "faust").mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -435,6 +452,7 @@ class Worker:
             assigned=self.partitions.assigned,
             ready=set(self.partitions.ready),
             tables_known=len(self.schemas.tables()),
+            core=self.core,
             kafka=self.kafka_status,
             lag=self.stats.lag.figures(int(time.time() * 1000)),
             failed=self.loop.failed,

@@ -27,12 +27,14 @@ def worker_health(
     assigned: Set[int],
     ready: Set[int],
     tables_known: int,
+    core: str,
     kafka: KafkaStatus,
     lag: LagFigures,
     failed: BaseException | None,
     now: float,
 ) -> tuple[int, dict[str, object]]:
-    """(HTTP status, body); ``lifecycle`` is starting, ok or failed."""
+    """(HTTP status, body); ``lifecycle`` is starting, ok or failed; ``core`` the per-record core that
+    runs (native or python, app/worker_core.py)."""
     problems = kafka.problems(now)
     if lag.unknown is not None:
         problems.append(f"lag unknown: {lag.unknown}")
@@ -43,6 +45,7 @@ def worker_health(
         "partitions_assigned": sorted(assigned),
         "partitions_ready": sorted(ready),
         "tables_known": tables_known,
+        "core": core,
         "kafka_reachable": kafka.reachable,
         "kafka_committing": kafka.committing,
         "lag_known": lag.unknown is None,

@@ -216,6 +216,11 @@ class WorkerStats:
         self.last_commit_time = Gauge(
             "cdc_worker_last_commit_timestamp_seconds", "when the last transaction committed", registry=r
         )
+        self.native_core = Gauge(
+            "cdc_worker_native_core",
+            "1 when the native (Rust) core reads the raw records' heads, 0 on the Python core",
+            registry=r,
+        )
         self.heartbeats = Counter(
             "cdc_worker_heartbeats", "heartbeat records committed (worker.heartbeat_interval_ms)", registry=r
         )

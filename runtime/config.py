@@ -199,6 +199,10 @@ class WorkerConfig:
     for about 35 MB more memory while a backlog is merged."""
     batch_max_wait_ms: int = 50
     """How long a batch waits for more events once the first has arrived (a quiet stream's latency)."""
+    core: Literal["auto", "native", "python"] = "auto"
+    """The per-record core: ``native`` (the Rust extension built by `make setup`), ``python`` (the code
+    that is its specification), or ``auto``: native when installed. The log, /health and /metrics say
+    which runs."""
     digest_horizon_s: int = 3 * 86400
     """How long a partition update's digest is remembered to drop replica copies (hints arrive within
     max_hint_window, 3 h by default); copies older than this are merged again, harmlessly while the

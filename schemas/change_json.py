@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import binascii
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from cassandra_model.cql_types import (
+    NATIVE_TYPES,
     CqlType,
     CqlTypeVisitor,
     CustomType,
@@ -46,9 +47,10 @@ from schemas.change_conversions import (
     nanos_of_day,
     plain_decimal,
 )
-from schemas.change_event import OPS, ChangeSource, envelope_op
+from schemas.change_event import OPS, VERSION, ChangeSource, envelope_op
 from schemas.json_row_form import ConverterOf, JsonRowForm
 from state.change import RowChange
+from state.table_layout import layout_for
 
 
 def _json_float(v: float) -> float | str:
@@ -168,6 +170,49 @@ def _json_spec(columns: Iterable[ColumnSchema], converter_of: ConverterOf) -> Ro
     return RowSpec(frozenset(c.name for c in columns), work, None)
 
 
+#: the native encoder's kind of each type it writes itself (native/src/change_json.rs): the one-step
+#: forms of ``json_row_form`` and the precise decimal
+_NATIVE_KINDS: dict[CqlType, int] = {
+    NATIVE_TYPES["text"]: 0,
+    NATIVE_TYPES["int"]: 1,
+    NATIVE_TYPES["bigint"]: 2,
+    NATIVE_TYPES["timestamp"]: 2,
+    NATIVE_TYPES["uuid"]: 3,
+    NATIVE_TYPES["timeuuid"]: 3,
+    NATIVE_TYPES["double"]: 4,
+    NATIVE_TYPES["boolean"]: 5,
+    NATIVE_TYPES["decimal"]: 6,
+}
+
+#: the native core's encoder class (``cdc_native.ChangeJson``): built from ``source.version`` and a
+#: table's columns with their kinds, its ``encode(before, after, op, source, ts_ms)`` returns the key
+#: and value ``encode_change`` writes, or None where Python must write them
+NativeEncoder = Callable[..., Any]
+
+
+def _native_table(native: NativeEncoder, schema: TableSchema) -> Any:
+    """The native encoder of a table whose every column is of a type it writes (else None)."""
+    layout = layout_for(schema)
+    columns = []
+    for is_static, group, shapes in (
+        (True, schema.static_columns, layout.static),
+        (False, schema.regular_columns, layout.regular),
+    ):
+        for column in group.values():
+            shape = shapes[column.name]
+            kind = _NATIVE_KINDS.get(column.type)
+            if shape.is_counter or shape.is_complex or kind is None:
+                return None
+            columns.append((column.name, is_static, kind))
+    keys = []
+    for part in (schema.partition_key, schema.clustering):
+        kinds = [(column.name, _NATIVE_KINDS.get(column.type)) for column in part]
+        if any(kind is None for _, kind in kinds):
+            return None
+        keys.append(kinds)
+    return native(VERSION, keys[0], keys[1], columns)
+
+
 @dataclass(slots=True)
 class _JsonTable:
     key: RowSpec
@@ -175,6 +220,8 @@ class _JsonTable:
     form: JsonRowForm
     #: the form key columns are read in (``form`` unless keys are written otherwise)
     key_form: JsonRowForm
+    #: the native core's encoder of the table's changes (None: Python writes them all)
+    native: Any = None
 
 
 KEY_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
@@ -190,18 +237,28 @@ class JsonChangeCodec:
     """
 
     def __init__(
-        self, converter_of: ConverterOf = json_converter, key_converter_of: ConverterOf | None = None
+        self,
+        converter_of: ConverterOf = json_converter,
+        key_converter_of: ConverterOf | None = None,
+        *,
+        native: NativeEncoder | None = None,
     ) -> None:
+        """``native``: the native core's encoder (``cdc_native.ChangeJson``, see app/worker_core.py); it
+        writes the default JSON forms only, so other converters leave every change to Python."""
         self._tables: dict[int, tuple[TableSchema, _JsonTable]] = {}
         self._converter_of = converter_of
         self._key_converter_of = key_converter_of or converter_of
+        default = converter_of is json_converter and self._key_converter_of is json_converter
+        self._native = native if default else None
 
     @classmethod
-    def for_decimals(cls, decimal_handling: DecimalHandling) -> JsonChangeCodec:
+    def for_decimals(
+        cls, decimal_handling: DecimalHandling, *, native: NativeEncoder | None = None
+    ) -> JsonChangeCodec:
         """The JSON codec writing decimals as ``decimal_handling`` says (keys exact, see
-        ``key_decimal_handling``)."""
+        ``key_decimal_handling``); ``native`` as for the constructor."""
         if decimal_handling == "precise":
-            return cls()
+            return cls(native=native)
         keys = key_decimal_handling(decimal_handling)
         values = JsonConverters(decimal_handling).convert
         return cls(values, values if keys == decimal_handling else JsonConverters(keys).convert)
@@ -218,6 +275,7 @@ class JsonChangeCodec:
                 _json_spec(schema.all_columns(), self._converter_of),
                 form,
                 form if same_keys else JsonRowForm(schema, self._key_converter_of),
+                None if self._native is None else _native_table(self._native, schema),
             )
         except TypeError as exc:
             raise ChangeEncodingError(str(exc), table=schema.name) from exc
@@ -239,8 +297,12 @@ class JsonChangeCodec:
         """Images straight to their JSON form (``json_row_form``); anything unusual (an error included)
         takes the envelope path, which writes the same bytes or raises the error it names."""
         table = self._table(schema)
-        form = table.form
         op = envelope_op(change, schema, source)
+        if table.native is not None:
+            encoded = table.native.encode(change.before, change.after, op, source, ts_ms)
+            if encoded is not None:
+                return encoded  # type: ignore[no-any-return]
+        form = table.form
         try:
             before = None if change.before is None else form.row(change.before)
             after = None if change.after is None else form.row(change.after)

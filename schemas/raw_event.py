@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,6 +214,21 @@ def peek_raw_event(data: bytes) -> RawEventHead:
     if len(digest) != 16:
         raise RawEventError(f"raw event of {len(data)} bytes ends inside its digest")
     return RawEventHead(keyspace, table, digest)
+
+
+def raw_event_heads(values: Sequence[bytes | None]) -> list[tuple[str, bytes] | None]:
+    """``peek_raw_event`` over a batch, as the worker uses it: per value its table ("keyspace.table") and
+    digest, or None where the head does not decode (``peek_raw_event`` then says why). The native core's
+    ``raw_event_heads`` (native/src/raw_event.rs) returns the same list, faster; tests hold both to it."""
+    out: list[tuple[str, bytes] | None] = []
+    for value in values:
+        try:
+            head = peek_raw_event(value)  # type: ignore[arg-type]
+        except (RawEventError, TypeError):  # TypeError: not bytes (a record without a value)
+            out.append(None)
+            continue
+        out.append((f"{head.keyspace}.{head.table}", head.digest))
+    return out
 
 
 def encode_raw_key(keyspace: str, table: str, partition_key: bytes) -> bytes:

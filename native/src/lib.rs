@@ -9,18 +9,25 @@
 //! events (key and value bytes, Kafka partition, entry end) for thousands of entries per call. An entry it
 //! cannot publish by itself (a table it does not know, system_schema, bytes that do not decode) is handed
 //! back whole to the Python decoder, which handles it as it always did.
+//!
+//! The worker's batch loop uses `raw_event_heads` (schemas/raw_event.py's `peek_raw_event` for a whole
+//! batch): the table and digest of each raw record, so that replica copies are dropped without a
+//! decode (app/worker_core.py chooses it).
 
 use std::fs::File;
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::intern;
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
 
+mod change_json;
 mod digest;
 mod md5;
 mod mutation_decoder;
 mod raw_event;
+mod row_codec;
 mod segment_reader;
 
 use digest::{bytes_of, DigestWriter};
@@ -367,6 +374,503 @@ fn murmur2(data: &[u8]) -> u32 {
     raw_event::murmur2(data)
 }
 
+/// The heads of encoded raw events (raw_event::head), for a worker's batch: per value, a tuple of its
+/// table ("keyspace.table") and its digest, or None where the Python reader must read it (odd bytes).
+/// The table's name is one string object per table and call.
+#[pyfunction]
+fn raw_event_heads(py: Python<'_>, values: &Bound<'_, PyList>) -> PyResult<Py<PyList>> {
+    let out = PyList::empty_bound(py);
+    let mut names: Vec<(String, PyObject)> = Vec::new();
+    let mut name = String::new();
+    for value in values.iter() {
+        let head = match value.downcast::<PyBytes>() {
+            Ok(data) => raw_event::head(data.as_bytes()),
+            Err(_) => None,
+        };
+        let (keyspace, table, digest) = match head {
+            Some(found) => found,
+            None => {
+                out.append(py.None())?;
+                continue;
+            }
+        };
+        name.clear();
+        name.push_str(keyspace);
+        name.push('.');
+        name.push_str(table);
+        let text = match names.iter().find(|(known, _)| *known == name) {
+            Some((_, text)) => text.clone_ref(py),
+            None => {
+                let text: PyObject = name.clone().into_py(py);
+                names.push((name.clone(), text.clone_ref(py)));
+                text
+            }
+        };
+        out.append(PyTuple::new_bound(py, [text, PyBytes::new_bound(py, digest).into_py(py)]))?;
+    }
+    Ok(out.unbind())
+}
+
+/// A stored row value (row_codec.rs; state/store/codec.py's `encode_row_value` is the specification):
+/// `row` a RowState, `due_s` its entry in the due index (0: none). None where Python must write it: a
+/// row with complex cells or deletions, or a field that does not fit the format (Python names it).
+#[pyfunction]
+fn encode_row_value(py: Python<'_>, row: &Bound<'_, PyAny>, due_s: u64) -> PyResult<PyObject> {
+    let none = || Ok(py.None());
+    let complex_cells = row.getattr(intern!(py, "complex_cells"))?;
+    let complex_deletions = row.getattr(intern!(py, "complex_deletions"))?;
+    if complex_cells.is_truthy()? || complex_deletions.is_truthy()? {
+        return none();
+    }
+    let clustering_obj = row.getattr(intern!(py, "clustering"))?;
+    let clustering_tuple = match clustering_obj.downcast::<PyTuple>() {
+        Ok(t) => t,
+        Err(_) => return none(),
+    };
+    if clustering_tuple.len() > 255 {
+        return none();
+    }
+    let mut clustering_values: Vec<Option<Bound<'_, PyBytes>>> = Vec::with_capacity(clustering_tuple.len());
+    for value in clustering_tuple.iter() {
+        if value.is_none() {
+            clustering_values.push(None);
+        } else {
+            match value.downcast_into::<PyBytes>() {
+                Ok(b) if b.as_bytes().len() <= i32::MAX as usize => clustering_values.push(Some(b)),
+                _ => return none(),
+            }
+        }
+    }
+    let clustering: Vec<Option<&[u8]>> = clustering_values.iter().map(|v| v.as_ref().map(|b| b.as_bytes())).collect();
+    let liveness_obj = row.getattr(intern!(py, "liveness"))?;
+    let liveness = if liveness_obj.is_none() {
+        None
+    } else {
+        let timestamp = match int_attr(&liveness_obj, intern!(py, "timestamp"))? {
+            Int::Value(v) => v,
+            _ => return none(),
+        };
+        let ttl = match int_attr(&liveness_obj, intern!(py, "ttl"))? {
+            Int::Value(v) if v >= i32::MIN as i64 && v <= i32::MAX as i64 => v as i32,
+            _ => return none(),
+        };
+        let expiry = match int_attr(&liveness_obj, intern!(py, "local_expiration_time"))? {
+            Int::Null => None,
+            Int::Value(v) => Some(v),
+            Int::TooBig => return none(),
+        };
+        if ttl != 0 || expiry.is_some() {
+            Some((timestamp, Some(ttl), expiry))
+        } else {
+            Some((timestamp, None, None))
+        }
+    };
+    let deletion_obj = row.getattr(intern!(py, "deletion"))?;
+    let deletion = if deletion_obj.is_none() {
+        None
+    } else {
+        match (
+            int_attr(&deletion_obj, intern!(py, "timestamp"))?,
+            int_attr(&deletion_obj, intern!(py, "local_deletion_time"))?,
+        ) {
+            (Int::Value(t), Int::Value(l)) => Some((t, l)),
+            _ => return none(),
+        }
+    };
+    let cells_obj = row.getattr(intern!(py, "cells"))?;
+    let cells_dict = match cells_obj.downcast::<PyDict>() {
+        Ok(d) => d,
+        Err(_) => return none(),
+    };
+    // the names and values borrowed from the dict's objects, which it keeps alive while this runs
+    let mut names: Vec<Bound<'_, PyString>> = Vec::with_capacity(cells_dict.len());
+    let mut values: Vec<Bound<'_, PyAny>> = Vec::with_capacity(cells_dict.len());
+    for (name, cell) in cells_dict.iter() {
+        match name.downcast_into::<PyString>() {
+            Ok(n) => names.push(n),
+            Err(_) => return none(),
+        }
+        values.push(cell);
+    }
+    // per cell: its value object (kept here while its bytes are borrowed), timestamp, TTL, local
+    // deletion time, flags
+    let mut fields: Vec<(Bound<'_, PyBytes>, i64, i32, i64, u8)> = Vec::with_capacity(names.len());
+    for (name, cell) in names.iter().zip(values.iter()) {
+        match name.to_str() {
+            Ok(n) if n.len() <= 0xFFFF => {}
+            _ => return none(),
+        };
+        if !cell.getattr(intern!(py, "path"))?.is_none() {
+            return none();
+        }
+        let timestamp = match int_attr(cell, intern!(py, "timestamp"))? {
+            Int::Value(v) => v,
+            _ => return none(),
+        };
+        let ttl = match int_attr(cell, intern!(py, "ttl"))? {
+            Int::Value(v) if v >= i32::MIN as i64 && v <= i32::MAX as i64 => v as i32,
+            _ => return none(),
+        };
+        let local_deletion_time = match int_attr(cell, intern!(py, "local_deletion_time"))? {
+            Int::Value(v) => v,
+            _ => return none(),
+        };
+        let flags = match int_attr(cell, intern!(py, "flags"))? {
+            Int::Value(v) if v & !row_codec::CELL_FLAGS == 0 => v as u8,
+            _ => return none(),
+        };
+        let value = match cell.getattr(intern!(py, "value"))?.downcast_into::<PyBytes>() {
+            Ok(b) if b.as_bytes().len() <= u32::MAX as usize => b,
+            _ => return none(),
+        };
+        fields.push((value, timestamp, ttl, local_deletion_time, flags));
+    }
+    let mut cells: Vec<row_codec::SimpleCell<'_>> = Vec::with_capacity(names.len());
+    for (name, (value, timestamp, ttl, local_deletion_time, flags)) in names.iter().zip(fields.iter()) {
+        cells.push(row_codec::SimpleCell {
+            name: name.to_str()?,
+            timestamp: *timestamp,
+            ttl: *ttl,
+            local_deletion_time: *local_deletion_time,
+            flags: *flags,
+            value: value.as_bytes(),
+        });
+    }
+    // Python sorts the names as str (code points): the same order as their UTF-8 bytes
+    cells.sort_unstable_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    let mut out: Vec<u8> = Vec::with_capacity(64 + cells.iter().map(|c| c.name.len() + c.value.len() + 20).sum::<usize>());
+    row_codec::prefix(&mut out, due_s, &clustering);
+    row_codec::head(&mut out, liveness, deletion);
+    row_codec::cells(&mut out, &cells);
+    Ok(PyBytes::new_bound(py, &out).into_py(py))
+}
+
+/// A table's change events as JSON (change_json.rs; schemas/change_json.py's `encode_change` is the
+/// specification): built once per table version from its columns, called per change.
+#[pyclass(module = "cdc_native", frozen)]
+struct ChangeJson {
+    /// `source.version`, as JSON
+    version: String,
+    partition_key: Vec<(String, change_json::Kind)>,
+    clustering: Vec<(String, change_json::Kind)>,
+    /// every other column: its name (for the image's dicts), as JSON, static or not, kind
+    columns: Vec<(Py<PyString>, String, bool, change_json::Kind)>,
+    /// the key's columns (partition key, then clustering) in the order of their names
+    key_order: Vec<usize>,
+}
+
+fn json_name(name: &str) -> String {
+    let mut out = String::new();
+    change_json::string(&mut out, name);
+    out
+}
+
+fn kind_of(code: u8) -> PyResult<change_json::Kind> {
+    change_json::Kind::from_code(code).ok_or_else(|| PyValueError::new_err(format!("unknown JSON kind {}", code)))
+}
+
+/// Whether a Python int that must fit an i64 did (None: it is None).
+enum Int {
+    Null,
+    Value(i64),
+    TooBig,
+}
+
+fn int_attr(source: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyResult<Int> {
+    let value = source.getattr(name)?;
+    if value.is_none() {
+        return Ok(Int::Null);
+    }
+    Ok(match value.extract::<i64>() {
+        Ok(v) => Int::Value(v),
+        Err(_) => Int::TooBig,
+    })
+}
+
+impl ChangeJson {
+    /// One image as its JSON object, the key columns' JSON forms into `keys`; false: Python decides.
+    fn row(&self, out: &mut String, image: &Bound<'_, PyAny>, keys: &mut Vec<String>) -> PyResult<bool> {
+        let py = image.py();
+        let repr = |v: f64| -> Option<String> { PyFloat::new_bound(py, v).repr().ok().map(|r| r.to_string()) };
+        keys.clear();
+        let partition_key = image.getattr(intern!(py, "partition_key"))?;
+        let partition_key = match partition_key.downcast::<PyBytes>() {
+            Ok(b) => b.as_bytes(),
+            Err(_) => return Ok(false),
+        };
+        out.push('{');
+        let mut first = true;
+        let mut pos = 0usize;
+        for (i, (name, kind)) in self.partition_key.iter().enumerate() {
+            let raw = if self.partition_key.len() == 1 {
+                partition_key
+            } else {
+                // composite: per column u16 length, bytes, end-of-component byte
+                if pos + 2 > partition_key.len() {
+                    return Ok(false);
+                }
+                let size = usize::from(u16::from_be_bytes([partition_key[pos], partition_key[pos + 1]]));
+                let end = pos + 2 + size;
+                if end + 1 > partition_key.len() {
+                    return Ok(false);
+                }
+                let part = &partition_key[pos + 2..end];
+                pos = end + 1;
+                if i + 1 == self.partition_key.len() && pos < partition_key.len() {
+                    return Ok(false); // more components than columns
+                }
+                part
+            };
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(name);
+            out.push(':');
+            let at = out.len();
+            if !change_json::value(out, *kind, raw, &repr) {
+                return Ok(false);
+            }
+            keys.push(out[at..].to_string());
+        }
+        let clustering = image.getattr(intern!(py, "clustering"))?;
+        let clustering = if clustering.is_none() {
+            None
+        } else {
+            match clustering.downcast::<PyTuple>() {
+                Ok(t) if t.len() >= self.clustering.len() => Some(t.clone()),
+                _ => return Ok(false),
+            }
+        };
+        for (i, (name, kind)) in self.clustering.iter().enumerate() {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(name);
+            out.push(':');
+            let at = out.len();
+            let raw = match &clustering {
+                None => None,
+                Some(t) => Some(t.get_item(i)?),
+            };
+            match raw {
+                Some(raw) if !raw.is_none() => match raw.downcast::<PyBytes>() {
+                    Ok(b) => {
+                        if !change_json::value(out, *kind, b.as_bytes(), &repr) {
+                            return Ok(false);
+                        }
+                    }
+                    Err(_) => return Ok(false),
+                },
+                _ => out.push_str("null"),
+            }
+            keys.push(out[at..].to_string());
+        }
+        let statics = image.getattr(intern!(py, "static"))?;
+        let regular = image.getattr(intern!(py, "regular"))?;
+        let statics = match statics.downcast::<PyDict>() {
+            Ok(d) => d.clone(),
+            Err(_) => return Ok(false),
+        };
+        let regular = match regular.downcast::<PyDict>() {
+            Ok(d) => d.clone(),
+            Err(_) => return Ok(false),
+        };
+        let value_name = intern!(py, "value");
+        for (key, name, is_static, kind) in &self.columns {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(name);
+            out.push(':');
+            let cell = if *is_static { statics.get_item(key.bind(py))? } else { regular.get_item(key.bind(py))? };
+            match cell {
+                None => out.push_str("null"),
+                Some(cell) => {
+                    let raw = cell.getattr(value_name)?;
+                    match raw.downcast::<PyBytes>() {
+                        Ok(b) => {
+                            if !change_json::value(out, *kind, b.as_bytes(), &repr) {
+                                return Ok(false);
+                            }
+                        }
+                        Err(_) => return Ok(false), // a collection's elements, a counter: Python
+                    }
+                }
+            }
+        }
+        out.push('}');
+        Ok(true)
+    }
+}
+
+#[pymethods]
+impl ChangeJson {
+    /// `version`: source.version; the columns as (name, kind code) and, for the others, (name,
+    /// static, kind code), each list in the order of the row's JSON object.
+    #[new]
+    fn new(
+        py: Python<'_>,
+        version: &str,
+        partition_key: Vec<(String, u8)>,
+        clustering: Vec<(String, u8)>,
+        columns: Vec<(String, bool, u8)>,
+    ) -> PyResult<ChangeJson> {
+        let mut names: Vec<(String, usize)> = Vec::new();
+        let mut key_columns = Vec::new();
+        for (name, code) in partition_key.iter() {
+            names.push((name.clone(), names.len()));
+            key_columns.push((json_name(name), kind_of(*code)?));
+        }
+        let mut clustering_columns = Vec::new();
+        for (name, code) in clustering.iter() {
+            names.push((name.clone(), names.len()));
+            clustering_columns.push((json_name(name), kind_of(*code)?));
+        }
+        names.sort();
+        let mut others = Vec::new();
+        for (name, is_static, code) in columns {
+            let key: Py<PyString> = PyString::new_bound(py, &name).unbind();
+            others.push((key, json_name(&name), is_static, kind_of(code)?));
+        }
+        Ok(ChangeJson {
+            version: json_name(version),
+            partition_key: key_columns,
+            clustering: clustering_columns,
+            columns: others,
+            key_order: names.into_iter().map(|(_, i)| i).collect(),
+        })
+    }
+
+    /// The change's Kafka key and value (`encode_change`), or None where Python must encode it. `op` is
+    /// the envelope's, `source` a ChangeSource.
+    #[pyo3(signature = (before, after, op, source, ts_ms))]
+    fn encode(
+        &self,
+        py: Python<'_>,
+        before: Option<Bound<'_, PyAny>>,
+        after: Option<Bound<'_, PyAny>>,
+        op: &str,
+        source: Bound<'_, PyAny>,
+        ts_ms: i64,
+    ) -> PyResult<Option<(Py<PyBytes>, Py<PyBytes>)>> {
+        let mut value = String::with_capacity(1024);
+        let mut keys: Vec<String> = Vec::new();
+        let mut key_values: Vec<String> = Vec::new();
+        value.push_str("{\"before\":");
+        match &before {
+            None => value.push_str("null"),
+            Some(image) => {
+                if !self.row(&mut value, image, &mut keys)? {
+                    return Ok(None);
+                }
+                key_values = keys.clone();
+            }
+        }
+        value.push_str(",\"after\":");
+        match &after {
+            None => value.push_str("null"),
+            Some(image) => {
+                if !self.row(&mut value, image, &mut keys)? {
+                    return Ok(None);
+                }
+                key_values = keys.clone();
+            }
+        }
+        if before.is_none() && after.is_none() {
+            return Ok(None);
+        }
+        value.push_str(",\"op\":");
+        change_json::string(&mut value, op);
+        // the source record, as ChangeSource.as_dict writes it
+        let text = |name: &Bound<'_, PyString>| -> PyResult<Option<String>> {
+            let v = source.getattr(name)?;
+            if v.is_none() {
+                return Ok(None);
+            }
+            Ok(Some(v.extract::<String>()?))
+        };
+        let write_time_us = match int_attr(&source, intern!(py, "write_time_us"))? {
+            Int::TooBig => return Ok(None),
+            other => other,
+        };
+        let segment_id = match int_attr(&source, intern!(py, "segment_id"))? {
+            Int::TooBig => return Ok(None),
+            other => other,
+        };
+        let offset = match int_attr(&source, intern!(py, "offset"))? {
+            Int::TooBig => return Ok(None),
+            other => other,
+        };
+        let (name, keyspace, table, cluster, node) = match (
+            text(intern!(py, "name"))?,
+            text(intern!(py, "keyspace"))?,
+            text(intern!(py, "table"))?,
+            text(intern!(py, "cluster"))?,
+        ) {
+            (Some(n), Some(k), Some(t), Some(c)) => (n, k, t, c, text(intern!(py, "node"))?),
+            _ => return Ok(None),
+        };
+        let snapshot: bool = source.getattr(intern!(py, "snapshot"))?.is_truthy()?;
+        let expired: bool = source.getattr(intern!(py, "expired"))?.is_truthy()?;
+        let int_json = |out: &mut String, v: &Int| match v {
+            Int::Value(v) => {
+                let _ = std::fmt::Write::write_fmt(out, format_args!("{}", v));
+            }
+            _ => out.push_str("null"),
+        };
+        value.push_str(",\"source\":{\"version\":");
+        value.push_str(&self.version);
+        value.push_str(",\"connector\":\"cassandra\",\"name\":");
+        change_json::string(&mut value, &name);
+        value.push_str(",\"ts_ms\":");
+        let source_ms = match write_time_us {
+            Int::Value(us) => us.div_euclid(1000),
+            _ => ts_ms,
+        };
+        int_json(&mut value, &Int::Value(source_ms));
+        value.push_str(if snapshot { ",\"snapshot\":\"true\",\"db\":" } else { ",\"snapshot\":\"false\",\"db\":" });
+        change_json::string(&mut value, &keyspace);
+        value.push_str(",\"table\":");
+        change_json::string(&mut value, &table);
+        value.push_str(",\"cluster\":");
+        change_json::string(&mut value, &cluster);
+        value.push_str(",\"keyspace\":");
+        change_json::string(&mut value, &keyspace);
+        value.push_str(",\"write_time_us\":");
+        int_json(&mut value, &write_time_us);
+        value.push_str(",\"node\":");
+        match &node {
+            None => value.push_str("null"),
+            Some(node) => change_json::string(&mut value, node),
+        }
+        value.push_str(",\"segment_id\":");
+        int_json(&mut value, &segment_id);
+        value.push_str(",\"offset\":");
+        int_json(&mut value, &offset);
+        value.push_str(if expired { ",\"expired\":true}" } else { ",\"expired\":false}" });
+        value.push_str(",\"ts_ms\":");
+        int_json(&mut value, &Int::Value(ts_ms));
+        value.push('}');
+        // the key: the key columns by name, sorted
+        let mut key = String::with_capacity(128);
+        key.push('{');
+        let names: Vec<&String> = self.partition_key.iter().chain(self.clustering.iter()).map(|(n, _)| n).collect();
+        for (n, i) in self.key_order.iter().enumerate() {
+            if n > 0 {
+                key.push(',');
+            }
+            key.push_str(names[*i]);
+            key.push(':');
+            key.push_str(&key_values[*i]);
+        }
+        key.push('}');
+        Ok(Some((PyBytes::new_bound(py, key.as_bytes()).unbind(), PyBytes::new_bound(py, value.as_bytes()).unbind())))
+    }
+}
+
 /// Digests computed side by side (md5::md5_many).
 const GROUP: usize = 8;
 
@@ -605,9 +1109,12 @@ impl SegmentBatchReader {
 fn cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Catalog>()?;
     m.add_class::<SegmentBatchReader>()?;
+    m.add_class::<ChangeJson>()?;
     m.add_function(wrap_pyfunction!(scan_segment, m)?)?;
     m.add_function(wrap_pyfunction!(decode_entry, m)?)?;
     m.add_function(wrap_pyfunction!(murmur2, m)?)?;
+    m.add_function(wrap_pyfunction!(raw_event_heads, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_row_value, m)?)?;
     m.add_function(wrap_pyfunction!(digest_segment, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -253,3 +253,61 @@ pub fn murmur2(data: &[u8]) -> u32 {
     h ^= h >> 15;
     h
 }
+
+/// The head of an encoded raw event (schemas/raw_event.py's `peek_raw_event`): keyspace, table and
+/// digest, read from the fixed field order of raw_mutation.avsc without decoding the rest. None for
+/// anything odd (bytes that end early, a negative length, names that are not UTF-8): the caller hands
+/// those to the Python reader, which fails on them with the reason, or follows them its own way.
+pub fn head(data: &[u8]) -> Option<(&str, &str, &[u8])> {
+    let mut pos = skip_long(data, 0)?; // format
+    pos = span(data, pos)?.1; // source.cluster
+    pos = span(data, pos)?.1; // source.node
+    for _ in 0..5 {
+        pos = skip_long(data, pos)?; // source.segment_id .. source.published_at_ms
+    }
+    let (keyspace, after) = span(data, pos)?;
+    let (table, after) = span(data, after)?;
+    pos = span(data, after)?.1; // table_id
+    pos = span(data, pos)?.1; // partition_key
+    let digest = data.get(pos..pos + 16)?;
+    Some((std::str::from_utf8(keyspace).ok()?, std::str::from_utf8(table).ok()?, digest))
+}
+
+/// The position after the Avro long at `pos`.
+fn skip_long(data: &[u8], mut pos: usize) -> Option<usize> {
+    while *data.get(pos)? & 0x80 != 0 {
+        pos += 1;
+    }
+    Some(pos + 1)
+}
+
+/// The Avro string or bytes at `pos`, and the position after it. One length byte is read as the Python
+/// reader reads it (its low bit ignored); a longer length must not be negative.
+fn span(data: &[u8], pos: usize) -> Option<(&[u8], usize)> {
+    let first = *data.get(pos)?;
+    let (start, size) = if first < 0x80 {
+        (pos + 1, (first >> 1) as usize)
+    } else {
+        let mut shift = 0u32;
+        let mut value = 0u64;
+        let mut at = pos;
+        loop {
+            let byte = *data.get(at)?;
+            at += 1;
+            if shift > 63 {
+                return None;
+            }
+            value |= u64::from(byte & 0x7F) << shift;
+            if byte & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+        }
+        if value & 1 != 0 {
+            return None; // a negative length
+        }
+        (at, usize::try_from(value >> 1).ok()?)
+    };
+    let end = start.checked_add(size)?;
+    Some((data.get(start..end)?, end))
+}

@@ -38,6 +38,7 @@ u32 + start, u32 + end, i64 timestamp, i64 local deletion time).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from state.cell_merge import NO_DELETION_TIME, Cell, Deletion, Liveness
 from state.errors import StoreError
@@ -195,8 +196,30 @@ def _encode_row_body(out: list[bytes], row: RowState) -> None:
             out.append(_I64_I64.pack(deletion.timestamp, deletion.local_deletion_time))
 
 
+#: a native writer of ``encode_row_value``'s bytes (``cdc_native.encode_row_value(row, due_s)``), or None:
+#: it writes rows of simple cells and returns None for any other row, which this module writes
+NativeRowEncoder = Callable[[RowState, int], bytes | None]
+_native_row_value: NativeRowEncoder | None = None
+
+
+def use_native_row_encoder(encoder: NativeRowEncoder | None) -> None:
+    """Let ``encoder`` write the stored rows it can (the worker's native core, see app/worker_core.py);
+    None: this module writes them all. Both write the same bytes (tests hold them to it)."""
+    global _native_row_value
+    _native_row_value = encoder
+
+
 def encode_row_value(row: RowState, due_s: int | None) -> bytes:
     """A stored row value: the row and its entry in the due index (None: not indexed)."""
+    if _native_row_value is not None:
+        encoded = _native_row_value(row, due_s or 0)
+        if encoded is not None:
+            return encoded
+    return python_row_value(row, due_s)
+
+
+def python_row_value(row: RowState, due_s: int | None) -> bytes:
+    """``encode_row_value`` in Python: the specification of the native writer."""
     out = [_PREFIX.pack(VERSION, due_s or 0)]
     _encode_row_body(out, row)
     return b"".join(out)

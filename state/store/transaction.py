@@ -123,6 +123,18 @@ def _purge_time(row: RowState) -> int | None:
     return min(times, default=None)
 
 
+def _lasting(row: RowState) -> bool:
+    """Whether nothing in a row can expire or be purged: no deletion, no expiring liveness, only plain
+    live simple cells. Such a row purges to itself and has no due second (what ``row_due`` and
+    ``RowState.purge`` would find, without their walks over every cell)."""
+    if row.deletion is not None or row.complex_cells or row.complex_deletions:
+        return False
+    liveness = row.liveness
+    if liveness is not None and liveness.ttl != 0:
+        return False
+    return all(not cell.flags for cell in row.cells.values())
+
+
 def _earliest(*times: int | None) -> int | None:
     return min((t for t in times if t is not None), default=None)
 
@@ -138,6 +150,8 @@ def _purged_value(row: RowState | None, now_s: int, gc_grace_seconds: int) -> tu
     second."""
     if row is None:
         return None, None
+    if _lasting(row):  # the usual row: nothing in it dies, expires or can be purged
+        return (encode_row_value(row, None), None) if row.cells or row.liveness is not None else (None, None)
     row.purge(now_s - gc_grace_seconds)
     if row.is_empty():
         return None, None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import random
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,17 @@ from schemas.raw_event import (
     encode_raw_event,
     encode_raw_key,
     peek_raw_event,
+    raw_event_heads,
     raw_event_record,
 )
 from testkit.event_builder import EventBuilder, Write
 from tests.unit.legacy_fixtures import decode_fixture
 from tests.unit.state.support import table
+
+try:
+    import cdc_native
+except ImportError:  # the native core is not installed
+    cdc_native = None
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +120,67 @@ def test_peek_reads_keyspace_table_and_digest_without_decoding_the_body() -> Non
     )
     with pytest.raises(RawEventError):
         peek_raw_event(data[: len(data) // 3])
+
+
+def _event_bytes(rng: random.Random, n: int) -> bytes:
+    schema = table("kv")
+    event = EventBuilder(schema).event(
+        Write(key=n, clustering=(n,), values={"w": "x" * rng.randrange(200)}, ts=5 + n)
+    )
+    event["keyspace"] = rng.choice(["ks", "ks_é", "k" * rng.randrange(1, 200)])
+    event["table"] = rng.choice(["kv", "t" * rng.randrange(1, 300)])
+    event["source"] = {**event["source"], "cluster": "c" * rng.randrange(200), "node": "n" * rng.randrange(90),
+                       "segment_id": rng.randrange(-(2**63), 2**63), "entry_offset": rng.randrange(-9, 2**40),
+                       "published_at_ms": rng.randrange(2**45)}  # fmt: skip
+    event["partition_key"] = rng.randbytes(rng.randrange(300))
+    return encode_raw_event(event)
+
+
+def test_the_heads_of_a_batch_are_what_peek_reads() -> None:
+    """raw_event_heads (the worker's batch form of peek_raw_event): the table and digest of each value,
+    None exactly where peek_raw_event raises (cut, corrupted or not bytes at all)."""
+    rng = random.Random(11)
+    values: list[bytes | None] = []
+    for n in range(300):
+        data = _event_bytes(rng, n)
+        values += [data, data[: rng.randrange(len(data))]]
+        corrupted = bytearray(data)
+        for _ in range(rng.randrange(1, 4)):
+            corrupted[rng.randrange(min(len(data), 120))] = rng.randrange(256)
+        values.append(bytes(corrupted))
+    values += [None, b"", b"\x02", b"\x02\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"]
+    expected: list[tuple[str, bytes] | None] = []
+    for value in values:
+        try:
+            head = peek_raw_event(value)  # type: ignore[arg-type]
+        except (RawEventError, TypeError):
+            expected.append(None)
+        else:
+            expected.append((f"{head.keyspace}.{head.table}", head.digest))
+    assert sum(head is None for head in expected) > 200  # most cut and corrupted ones do not decode
+    assert raw_event_heads(values) == expected
+
+
+def test_the_native_heads_are_the_python_heads() -> None:
+    """The native core's raw_event_heads against the Python one, over valid, cut and corrupted events:
+    the same head, or None (the batch loop then asks peek_raw_event) where the bytes are odd (a negative
+    length, which the Python reader follows backwards), and never a head where Python finds none."""
+    if cdc_native is None:
+        pytest.skip("the native core is not installed (make setup builds it)")
+    rng = random.Random(12)
+    values: list[bytes | None] = []
+    for n in range(2000):
+        data = _event_bytes(rng, n)
+        values.append(data)
+        values.append(data[: rng.randrange(len(data) + 1)])
+        corrupted = bytearray(data)
+        for _ in range(rng.randrange(1, 6)):
+            corrupted[rng.randrange(min(len(data), 200))] = rng.randrange(256)
+        values.append(bytes(corrupted))
+        values.append(rng.randbytes(rng.randrange(60)))
+    values += [None, b"", bytearray(b"\x02")]  # type: ignore[list-item]
+    native = cdc_native.raw_event_heads(values)
+    python = raw_event_heads(values)
+    assert [n if n is None else p for n, p in zip(native, python, strict=True)] == native
+    assert sum(head is not None for head in native) >= 2000
+    assert sum(n is None and p is not None for n, p in zip(native, python, strict=True)) < 20

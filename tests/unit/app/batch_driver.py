@@ -19,10 +19,17 @@ from cassandra_model.table_schema import TableSchema
 from runtime.config import WorkerConfig
 from schemas.change_codec import ChangeCodec
 from schemas.change_json import JsonChangeCodec
-from schemas.raw_event import encode_raw_event, peek_raw_event
+from schemas.raw_event import encode_raw_event, raw_event_heads
 from state.store.partition_store import PartitionStore, StoreOptions
 
 T = TypeVar("T")
+
+
+def _head_of(value: bytes) -> tuple[str, bytes]:
+    """The table and digest the batch loop reads of a raw record (``raw_event_heads``)."""
+    head = raw_event_heads([value])[0]
+    assert head is not None
+    return head
 
 
 def drive(steps: Generator[None, None, T]) -> T:
@@ -68,7 +75,7 @@ class BatchDriver:
         drive(self.processor.expire(txn, self.schemas, now_ms, out))
         txn.expire_digests(now_ms - self.settings.digest_horizon_s * 1000, 100_000)
         for event in events:
-            if not self.processor.drop_duplicate(txn, peek_raw_event(encode_raw_event(event))):
+            if not self.processor.drop_duplicate(txn, *_head_of(encode_raw_event(event))):
                 schema = self.schemas[uuid.UUID(str(event["table_id"]))]
                 drive(self.processor.process(txn, event, schema, now_ms, out))
         txn.commit(None, self.store.changelog_offset + len(txn.changelog()))

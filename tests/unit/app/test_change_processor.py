@@ -24,7 +24,7 @@ from schemas.raw_event import (
     SNAPSHOT_NODE,
     SNAPSHOT_SEGMENT_ID,
     encode_raw_event,
-    peek_raw_event,
+    raw_event_heads,
     raw_event_write_time,
 )
 from state.store.merge import CHUNK_ROWS
@@ -107,7 +107,9 @@ def decoded(records: list[CleanRecord]) -> list[tuple[str, dict[str, Any], dict[
 
 def is_duplicate(processor: ChangeProcessor, txn: StateTransaction, event: dict[str, Any]) -> bool:
     """drop_duplicate on the head of the event as it travels (encoded), as the batch loop calls it."""
-    return processor.drop_duplicate(txn, peek_raw_event(encode_raw_event(event)))
+    head = raw_event_heads([encode_raw_event(event)])[0]
+    assert head is not None
+    return processor.drop_duplicate(txn, *head)
 
 
 def outcomes(stats: WorkerStats, name: str) -> dict[str, int]:

@@ -1,0 +1,72 @@
+"""Which core runs the worker's per-record path, and its functions.
+
+The native core (the `cdc_native` extension built from native/ by `make setup`, shared with the agent)
+reads the table and digest of every raw record of a batch in one call (``raw_event_heads``), so the
+replica copies, two of three records at three replicas, are dropped without a Python call per record;
+it writes JSON change events (``ChangeJson``, for tables whose columns are all of the common scalar
+types, see schemas/change_json.py); and it writes the stored bytes of rows of simple cells
+(``encode_row_value``, see state/store/codec.py).
+The Python functions stay the specification and the fallback: without the extension (`pip install .`
+with no Rust toolchain) the worker runs on them, slower, and says so in its log, /health and the
+``cdc_worker_native_core`` metric, as the agent does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from app.errors import WorkerError
+from schemas import raw_event
+from schemas.change_json import NativeEncoder
+from state.store import codec
+
+try:  # built from native/ by `make setup`; absent after a plain `pip install .`
+    import cdc_native
+except ImportError:  # pragma: no cover - depends on the installation
+    cdc_native: Any = None  # type: ignore[no-redef]
+
+#: "native" when an extension with the worker's functions is installed, else "python"
+AVAILABLE = (
+    "native"
+    if cdc_native is not None
+    and all(hasattr(cdc_native, f) for f in ("raw_event_heads", "ChangeJson", "encode_row_value"))
+    else "python"
+)
+
+#: per raw record value: its table ("keyspace.table") and digest, or None (see raw_event_heads)
+HeadsReader = Callable[[Sequence[bytes | None]], list[tuple[str, bytes] | None]]
+
+
+class WorkerCoreError(WorkerError):
+    """The native core was asked for (``worker.core: native``) and is not installed."""
+
+
+def choose_core(requested: str) -> str:
+    """The core to run for a configured ``worker.core`` (auto, native, python)."""
+    if requested == "python":
+        return "python"
+    if requested == "native" and AVAILABLE != "native":
+        raise WorkerCoreError(
+            "worker.core is native but the native core (cdc_native) is not installed: build it with "
+            "`make setup` (needs a Rust toolchain; scripts/install-system-deps.sh installs one), or set "
+            "worker.core: auto to run on the Python core"
+        )
+    return AVAILABLE
+
+
+def change_json(core: str) -> NativeEncoder | None:
+    """The native encoder of JSON change events (schemas/change_json.py's ``native``), or None."""
+    return cdc_native.ChangeJson if core == "native" else None  # type: ignore[no-any-return]
+
+
+def use_row_encoder(core: str) -> None:
+    """The stored rows' writer of the chosen core, for every store of this process."""
+    codec.use_native_row_encoder(cdc_native.encode_row_value if core == "native" else None)
+
+
+def heads_reader(core: str) -> HeadsReader:
+    """``raw_event_heads`` of the chosen core."""
+    if core == "native":
+        return cdc_native.raw_event_heads  # type: ignore[no-any-return]
+    return raw_event.raw_event_heads
