@@ -139,6 +139,17 @@ def clean_changes(keyspace: str, table_id: str, count: int) -> list[tuple[bytes,
     return out
 
 
+def _pipeline_section(section: dict[str, Any], settings: list[str]) -> dict[str, Any]:
+    """``section`` with each ``KEY=VALUE`` (``spark_conf.NAME=VALUE`` into its spark_conf) set in it."""
+    for item in settings:
+        key, _, value = item.partition("=")
+        if key.startswith("spark_conf."):
+            section.setdefault("spark_conf", {})[key.removeprefix("spark_conf.")] = value
+        else:
+            section[key] = yaml.safe_load(value)
+    return section
+
+
 def run_job(cmd: list[str], job: str) -> dict[str, float]:
     began = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
@@ -156,6 +167,10 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=47)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--pipeline", action="append", default=[], metavar="KEY=VALUE",
+        help="a pipeline config key for both jobs (e.g. bootstrap_splits=4, spark_conf.spark.eventLog.enabled=true)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -253,7 +268,8 @@ def _report(
         "# small pipeline jobs: where the time goes",
         "",
         f"`bench/pipeline_small_jobs.py`: `cdc pipeline bootstrap` of a {args.rows}-row table and "
-        f"`cdc pipeline lake --once` of {args.changes} clean changes into a new lake, on {args.master}, "
+        f"`cdc pipeline lake --once` of {args.changes} clean changes into a new lake, on {args.master}"
+        f"{''.join(f', pipeline.{item}' for item in args.pipeline)}, "
         f"against {services}: one Kafka 3.9 broker and one Cassandra 5.0 node on the same machine. "
         f"{args.runs} runs, each job a `cdc` process of its own; the seconds are the median of the runs "
         "(each run's in brackets), from the phase line each job prints.",
