@@ -36,12 +36,11 @@ from agents.cdc_raw import CdcSegment, list_cdc_segments, list_orphan_indexes
 from agents.commitlog.errors import CommitLogError, MutationDecodeError
 from agents.commitlog.log_reader import SegmentDecoder, StopBeforeEntry
 from agents.commitlog.native_core import (
+    AVAILABLE,
     EventBatch,
     NativeCatalog,
-    NativeCoreError,
     NativeSegmentDecoder,
     TableMode,
-    choose_core,
 )
 from agents.errors import ACCESS_REFUSALS_BEFORE_EXIT, AccessError
 from agents.gap_detector import GapDetector
@@ -59,6 +58,7 @@ from cassandra_model.errors import ModelError
 from cassandra_model.partition_update import PartitionUpdate
 from cassandra_model.table_schema import TableSchema
 from runtime.config import AgentConfig, CdcConfig, ConfigError
+from runtime.core_choice import choose_core, core_description
 from schemas.raw_event import encode_raw_event, encode_raw_key, raw_event_record, raw_event_write_time
 
 log = logging.getLogger(__name__)
@@ -111,10 +111,9 @@ class NodeAgent:
         self.publisher = RawPublisher(
             config.kafka, max_in_flight_bytes=self.settings.max_in_flight_bytes, metrics=self.metrics
         )
-        try:
-            self.core = choose_core(self.settings.core)
-        except NativeCoreError as exc:
-            raise ConfigError(f"config {config.source}: {exc}") from exc
+        self.core = choose_core(
+            self.settings.core, installed=AVAILABLE == "native", key="agent.core", source=config.source
+        )
         self.metrics.native_core.set(1 if self.core == "native" else 0)
         self.native_catalog = (
             NativeCatalog(self.schema.catalog, self._table_mode) if self.core == "native" else None
@@ -155,9 +154,7 @@ class NodeAgent:
         self.metrics_port = await server.start()
         log.info("agent for node %s: cdc_raw %s, metrics on http://%s:%d/metrics, %s", self.settings.node,
                  self.settings.cdc_raw_directory, self.settings.metrics_bind, self.metrics_port,
-                 "native core" if self.core == "native" else "Python core (slower: the native core is "
-                 + ("not installed" if self.settings.core == "auto" else "turned off by agent.core")
-                 + ")")  # fmt: skip
+                 core_description(self.core, installed=AVAILABLE == "native", key="agent.core"))  # fmt: skip
         try:
             if not await self._load_schema() or not await self.publisher.start(self.stopping):
                 return

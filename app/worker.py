@@ -42,10 +42,11 @@ from app.partition_states import PartitionStates, changelog_topic
 from app.raw_consumer import RawConsumer
 from app.rest_api import register_views
 from app.transactional_sink import TransactionalSink
-from app.worker_core import AVAILABLE, WorkerCoreError, change_json, choose_core, use_row_encoder
+from app.worker_core import AVAILABLE, change_json, use_row_encoder
 from app.worker_health import worker_health
 from app.worker_stats import WorkerStats
 from runtime.config import CdcConfig, ConfigError, KafkaConfig, WorkerConfig
+from runtime.core_choice import choose_core, core_description
 from runtime.kafka_clients import KafkaAccessError, explain_kafka_error, faust_broker
 from runtime.kafka_topics import TopicSpec, ensure_topics
 from runtime.tls import ClientSetupError, KeyPasswordRefused
@@ -104,10 +105,9 @@ class Worker:
         self.status = "starting"
         self.kafka_status = KafkaStatus(kafka.bootstrap_servers, settings.outage_timeout_s)
         self.probe = KafkaProbe(kafka)
-        try:
-            self.core = choose_core(settings.core)
-        except WorkerCoreError as exc:
-            raise ConfigError(f"config {config.source}: {exc}") from exc
+        self.core = choose_core(
+            settings.core, installed=AVAILABLE == "native", key="worker.core", source=config.source
+        )
         self.stats.native_core.set(1 if self.core == "native" else 0)
         use_row_encoder(self.core)
         self.topics = Topics(
@@ -391,11 +391,7 @@ class Worker:
         kafka = self.config.kafka
         log.info(
             "per-record core: %s",
-            "native core"
-            if self.core == "native"
-            else "Python core (slower: the native core is "
-            + ("not installed" if AVAILABLE != "native" else "turned off by worker.core")
-            + ")",
+            core_description(self.core, installed=AVAILABLE == "native", key="worker.core"),
         )
         try:
             (self.settings.data_directory / "faust").mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from app.errors import WorkerError
 from schemas import raw_event
 from schemas.change_json import NativeEncoder
 from state.store import codec
@@ -36,23 +35,6 @@ AVAILABLE = (
 
 #: per raw record value: its table ("keyspace.table") and digest, or None (see raw_event_heads)
 HeadsReader = Callable[[Sequence[bytes | None]], list[tuple[str, bytes] | None]]
-
-
-class WorkerCoreError(WorkerError):
-    """The native core was asked for (``worker.core: native``) and is not installed."""
-
-
-def choose_core(requested: str) -> str:
-    """The core to run for a configured ``worker.core`` (auto, native, python)."""
-    if requested == "python":
-        return "python"
-    if requested == "native" and AVAILABLE != "native":
-        raise WorkerCoreError(
-            "worker.core is native but the native core (cdc_native) is not installed: build it with "
-            "`make setup` (needs a Rust toolchain; scripts/install-system-deps.sh installs one), or set "
-            "worker.core: auto to run on the Python core"
-        )
-    return AVAILABLE
 
 
 def change_json(core: str) -> NativeEncoder | None:

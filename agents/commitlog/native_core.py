@@ -57,19 +57,6 @@ class NativeCoreError(RuntimeError):
     """The native core was asked for and is not installed."""
 
 
-def choose_core(requested: str) -> str:
-    """The core to run for a configured `agent.core` (auto, native, python)."""
-    if requested == "python":
-        return "python"
-    if requested == "native" and cdc_native is None:
-        raise NativeCoreError(
-            "agent.core is native but the native core (cdc_native) is not installed: build it with "
-            "`make setup` (needs a Rust toolchain; scripts/install-system-deps.sh installs one), or set "
-            "agent.core: auto to run on the Python core"
-        )
-    return AVAILABLE
-
-
 @dataclass(slots=True)
 class EventBatch:
     """Raw events ready to send, in log order: keys, values, each one's entry end and Kafka partition."""
