@@ -6,26 +6,11 @@ must be absent, as on a machine where it was never built."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
-_NO_NATIVE = """
-import sys
-
-class _NoNative:
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] == "cdc_native":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, _NoNative())
-"""
+from tests.unit.without_native import run_snippet
 
 _BUILD_AGENT = """
 import json
@@ -50,10 +35,7 @@ def _agent(tmp_path: Path, core: str, *, native_importable: bool) -> dict[str, o
         f"agent: {{cdc_raw_directory: '{tmp_path / 'cdc_raw'}', state_directory: '{tmp_path / 'state'}', "
         f"core: {core}}}\n"
     )
-    code = ("" if native_importable else _NO_NATIVE) + _BUILD_AGENT.format(config=str(config))
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return run_snippet(_BUILD_AGENT.format(config=str(config)), native_importable=native_importable)
 
 
 def test_without_the_native_core_the_agent_runs_on_the_python_core_and_says_so(tmp_path: Path) -> None:

@@ -7,28 +7,12 @@ worker does not)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from app.worker_core import AVAILABLE
-
-REPO = Path(__file__).resolve().parents[2]
-
-_NO_NATIVE = """
-import sys
-
-class _NoNative:
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] == "cdc_native":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, _NoNative())
-"""
+from tests.unit.without_native import run_snippet
 
 _BUILD_WORKER = """
 import asyncio
@@ -57,10 +41,7 @@ def _worker(tmp_path: Path, core: str, *, native_importable: bool) -> dict[str, 
         "kafka: {bootstrap_servers: '127.0.0.1:1'}\n"
         f"worker: {{data_directory: '{tmp_path / 'data'}', core: {core}, web_port: 1}}\n"
     )
-    code = ("" if native_importable else _NO_NATIVE) + _BUILD_WORKER.format(config=str(config))
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return run_snippet(_BUILD_WORKER.format(config=str(config)), native_importable=native_importable)
 
 
 def test_without_the_native_core_the_worker_runs_on_the_python_core_and_says_so(tmp_path: Path) -> None:
