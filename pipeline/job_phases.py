@@ -49,12 +49,8 @@ class JobPhases:
 
     def line(self) -> str:
         """``<job>: 41.2 s: Python start-up and imports 3.1 s, Kafka metadata 0.4 s, ..., other 0.2 s``"""
-        total = time.monotonic() - self.started
-        parts = []
-        if self.before_s is not None:
-            parts.append(f"Python start-up and imports {self.before_s:.1f} s")
-            total += self.before_s
+        since = time.monotonic() - self.started
+        parts = [] if self.before_s is None else [f"Python start-up and imports {self.before_s:.1f} s"]
         parts += [f"{name} {seconds:.1f} s" for name, seconds in self.phases.items()]
-        other = total - (self.before_s or 0.0) - sum(self.phases.values())
-        parts.append(f"other {max(other, 0.0):.1f} s")
-        return f"{self.job}: {total:.1f} s: {', '.join(parts)}"
+        parts.append(f"other {max(since - sum(self.phases.values()), 0.0):.1f} s")
+        return f"{self.job}: {since + (self.before_s or 0.0):.1f} s: {', '.join(parts)}"
