@@ -39,6 +39,8 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from report_analysis import analysis_of
+
 REPO = Path(__file__).resolve().parents[1]
 RAW_PARTITIONS = 12
 ANALYSIS_HEADING = "What the numbers say:"
@@ -350,9 +352,7 @@ def main() -> int:
     report = _report(args, trees, results, clustered, load_before, _load())
     print(report)
     if args.out:
-        previous = args.out.read_text() if args.out.exists() else ""
-        at = previous.find(ANALYSIS_HEADING)
-        args.out.write_text(report + ("\n" + previous[at:] if at >= 0 else ""))
+        args.out.write_text(report + analysis_of(args.out, ANALYSIS_HEADING))
     return 0
 
 

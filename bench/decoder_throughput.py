@@ -50,6 +50,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from report_analysis import analysis_of
+
 REPO = Path(__file__).resolve().parents[1]
 JAVA_SOURCE = REPO / "bench" / "java" / "CommitLogReaderThroughput.java"
 JAVA_LOGBACK = REPO / "bench" / "java" / "logback.xml"
@@ -662,18 +664,11 @@ def main(argv: list[str] | None = None) -> int:
             "load_before": load_before,
             "load_after": " ".join(f"{v:.2f}" for v in os.getloadavg()),
         }
-        text = report(rounds, trees, meta) + analysis_of(args.out)
+        text = report(rounds, trees, meta) + analysis_of(args.out, ANALYSIS_HEADING)
     print(text)
     if args.out:
         args.out.write_text(text)
     return 0 if all(r.java["exit"] == 0 for r in rounds) else 1
-
-
-def analysis_of(path: Path | None) -> str:
-    """The hand-written reading at the end of an earlier report (from ANALYSIS_HEADING on), or ""."""
-    text = path.read_text() if path is not None and path.exists() else ""
-    at = text.find(ANALYSIS_HEADING + "\n")
-    return "\n" + text[at:] if at >= 0 else ""
 
 
 def measure_child(tree: Tree, folder: Path, args: argparse.Namespace, number: int) -> dict[str, Any]:

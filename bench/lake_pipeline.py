@@ -38,6 +38,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from report_analysis import analysis_of
 
 from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
@@ -561,7 +562,7 @@ def main() -> int:
     report = run(args)
     print(report)
     if args.out:
-        args.out.write_text(report + _analysis_of(args.out))
+        args.out.write_text(report + analysis_of(args.out, ANALYSIS_HEADING))
     return 0
 
 
@@ -578,13 +579,6 @@ def _files_and_compactions(spark: Any, path: Path) -> tuple[int, int]:
     files = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first().numFiles
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where("operation = 'OPTIMIZE'").count()
     return int(files), int(history)
-
-
-def _analysis_of(report: Path) -> str:
-    """The hand-written analysis below the table of an earlier report, kept when the table is remade."""
-    text = report.read_text() if report.exists() else ""
-    at = text.find(ANALYSIS_HEADING)
-    return "\n" + text[at:] if at >= 0 else ""
 
 
 if __name__ == "__main__":

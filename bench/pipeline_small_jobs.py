@@ -32,6 +32,7 @@ from statistics import median
 from typing import Any
 
 import yaml
+from report_analysis import analysis_of
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -245,9 +246,7 @@ def main() -> int:
     report = _report(args, material is not None, results, load_before, load_after)
     print(report)
     if args.out:
-        previous = args.out.read_text() if args.out.exists() else ""
-        at = previous.find(ANALYSIS_HEADING)
-        args.out.write_text(report + ("\n" + previous[at:] if at >= 0 else ""))
+        args.out.write_text(report + analysis_of(args.out, ANALYSIS_HEADING))
     return 0
 
 

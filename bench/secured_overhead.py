@@ -53,6 +53,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, cast
 
+from report_analysis import analysis_of
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
@@ -786,13 +788,6 @@ def summarize(problems: list[str]) -> list[str]:
     ]
 
 
-def analysis_of(path: Path | None) -> str:
-    """The hand-written analysis at the end of an earlier report, kept when the tables are remade."""
-    text = path.read_text() if path is not None and path.exists() else ""
-    at = text.find(ANALYSIS_HEADING + "\n")
-    return "\n" + text[at:] if at >= 0 else ""
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=100_000, help="writes to Cassandra (default 100000)")
@@ -839,7 +834,7 @@ def main() -> int:
             bench.go()
         finally:
             bench.down()
-        text = report(bench, command, analysis_of(args.out))
+        text = report(bench, command, analysis_of(args.out, ANALYSIS_HEADING))
     print(text)
     if args.out:
         args.out.write_text(text)
