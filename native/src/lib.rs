@@ -759,24 +759,17 @@ impl ChangeJson {
         let mut value = String::with_capacity(1024);
         let mut keys: Vec<String> = Vec::new();
         let mut key_values: Vec<String> = Vec::new();
-        value.push_str("{\"before\":");
-        match &before {
-            None => value.push_str("null"),
-            Some(image) => {
-                if !self.row(&mut value, image, &mut keys)? {
-                    return Ok(None);
+        // the key is the last image's (after, else before), as encode_change takes it
+        for (field, image) in [("{\"before\":", &before), (",\"after\":", &after)] {
+            value.push_str(field);
+            match image {
+                None => value.push_str("null"),
+                Some(image) => {
+                    if !self.row(&mut value, image, &mut keys)? {
+                        return Ok(None);
+                    }
+                    key_values = keys.clone();
                 }
-                key_values = keys.clone();
-            }
-        }
-        value.push_str(",\"after\":");
-        match &after {
-            None => value.push_str("null"),
-            Some(image) => {
-                if !self.row(&mut value, image, &mut keys)? {
-                    return Ok(None);
-                }
-                key_values = keys.clone();
             }
         }
         if before.is_none() && after.is_none() {
