@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -281,12 +283,22 @@ def run(args: argparse.Namespace) -> str:
     return run_backlog(args)
 
 
-def run_backlog(args: argparse.Namespace) -> str:
+@contextmanager
+def _bench_broker() -> Iterator[tuple[Path, KafkaBroker]]:
+    """A Kafka broker of the benchmark's own in a scratch home, removed once the broker has stopped."""
     home = Path(tempfile.mkdtemp(prefix="cdc-bench-lake-"))
     settings = _broker_settings(home)
     broker = KafkaBroker(broker_spec(settings), settings)
     broker.start()
     try:
+        yield home, broker
+    finally:
+        broker.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def run_backlog(args: argparse.Namespace) -> str:
+    with _bench_broker() as (home, broker):
         bootstrap = broker.spec.bootstrap
         topics = [clean_topic_name(PREFIX, KEYSPACE, TABLE)]
         if args.warmup_rounds:
@@ -348,9 +360,6 @@ def run_backlog(args: argparse.Namespace) -> str:
             )
         }
         spark.stop()
-    finally:
-        broker.stop()
-        shutil.rmtree(home, ignore_errors=True)
     rate = summary.changes / summary.seconds
     rounds = "; ".join(
         f"round {n}: {w.changes:,} records in {w.seconds:.1f} s, **{w.changes / w.seconds:,.0f}/s**"
@@ -397,11 +406,7 @@ def run_update_heavy(args: argparse.Namespace) -> str:
     from pipeline.lake_job import LakeJob
     from pipeline.spark_session import build_spark_session
 
-    home = Path(tempfile.mkdtemp(prefix="cdc-bench-lake-"))
-    settings = _broker_settings(home)
-    broker = KafkaBroker(broker_spec(settings), settings)
-    broker.start()
-    try:
+    with _bench_broker() as (home, broker):
         bootstrap = broker.spec.bootstrap
         topics = [clean_topic_name(PREFIX, KEYSPACE, TABLE)]
         began = time.monotonic()
@@ -455,9 +460,6 @@ def run_update_heavy(args: argparse.Namespace) -> str:
             print(f"round {n + 1} ({label}): {summary.describe()}; {wrong} rows wrong", flush=True)
             shutil.rmtree(lake, ignore_errors=True)
         spark.stop()
-    finally:
-        broker.stop()
-        shutil.rmtree(home, ignore_errors=True)
     measured = [r for r in rounds if r[0] != "warm-up"]
     base = [s for label, s, _, _, _ in measured if label == "base"]
     rate = sum(s.changes / s.seconds for s in base) / len(base)
