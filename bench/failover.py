@@ -62,7 +62,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from agent_pipeline import proc_status, say  # noqa: E402
+from agent_pipeline import cpu_seconds, proc_status, say  # noqa: E402
+from report_analysis import analysis_of  # noqa: E402
 from worker_pipeline import WorkerProcess, code_version, cpu_model, mem_total_gb, uptime  # noqa: E402
 
 from app.key_partition import key_partition  # noqa: E402
@@ -97,6 +98,8 @@ ROWS_PER_DEVICE = 100
 #: write times of the stored rows (2023) and of the raw events of the runs (now, much later)
 STATE_TS = 1_700_000_000_000_000
 TARGET_S = 60.0
+#: where the hand-written part of the report begins (kept when a run remakes the tables)
+ANALYSIS_HEADING = "## Reading"
 RSS_TARGET_MB = 1000.0
 
 
@@ -392,6 +395,9 @@ class RunResult:
     restored_records: int = 0
     restore_s: float = 0.0
     rss: dict[str, float] = field(default_factory=dict)
+    #: CPU % of one core of each worker in the steady window before the kill, and the standby copies'
+    #: changelog records applied per second in it
+    cpu: dict[str, float] = field(default_factory=dict)
     produced: int = 0
     clean: int = 0
     lost: int = 0
@@ -631,7 +637,18 @@ class Bench:
             self.wait_standby_warm(survivor, vparts)
         stream = RawStream(self.bootstrap, "fo.raw", self.devices, args.rate, self.next_seq)
         stream.start()
-        time.sleep(args.warm_s)
+        time.sleep(min(5.0, args.warm_s / 2))  # the stream under way, then the steady window
+        applied = "cdc_worker_standby_applied_changelog_records_total"
+        before = {w.name: cpu_seconds(w.pid) for w in workers}
+        copied = (survivor.metric_values() or {}).get(applied, 0.0)
+        window = time.monotonic()
+        time.sleep(max(args.warm_s - min(5.0, args.warm_s / 2), 1.0))
+        took = time.monotonic() - window
+        result.cpu["survivor"] = (cpu_seconds(survivor.pid) - before[survivor.name]) / took * 100
+        result.cpu["victim"] = (cpu_seconds(victim.pid) - before[victim.name]) / took * 100
+        result.cpu["standby_records_per_s"] = (
+            (survivor.metric_values() or {}).get(applied, 0.0) - copied
+        ) / took
         result.rss["survivor_before_mb"] = self.rss.last("survivor")
         result.rss["victim_before_mb"] = self.rss.last("victim")
         killed = time.time()
@@ -841,7 +858,7 @@ def report(bench: Bench, command: str) -> str:
         [
             f"{r.restored_records / r.restore_s:,.0f} rows/s, "
             f"{r.victim_changelog_bytes * (r.restored_records / max(r.victim_rows, 1)) / r.restore_s / 1e6:,.1f} MB/s"
-            if r.restore_s > 0
+            if r.restore_s > 0 and r.restored_records > 0
             else "-"
             for r in runs
         ],
@@ -853,6 +870,12 @@ def report(bench: Bench, command: str) -> str:
     line(
         "survivor peak RSS after the kill",
         [f"{r.rss.get('survivor_peak_after_kill_mb', 0):,.0f} MB" for r in runs],
+    )
+    line("survivor CPU before the kill (% of a core)", [f"{r.cpu.get('survivor', 0):.0f}" for r in runs])
+    line("victim CPU before the kill (% of a core)", [f"{r.cpu.get('victim', 0):.0f}" for r in runs])
+    line(
+        "changelog records/s the survivor's copies applied",
+        [f"{r.cpu.get('standby_records_per_s', 0):,.0f}" for r in runs],
     )
     line("victim RSS before the kill", [f"{r.rss.get('victim_before_mb', 0):,.0f} MB" for r in runs])
     line("raw events produced (rate)", [f"{r.produced:,} ({r.rate:,.0f}/s)" for r in runs])
@@ -918,7 +941,7 @@ def main() -> int:
     text = report(bench, command)
     print(text)
     if args.out is not None:
-        args.out.write_text(text)
+        args.out.write_text(text + analysis_of(args.out, ANALYSIS_HEADING))
     return 0
 
 
