@@ -755,8 +755,11 @@ class Bench:
             result.restore_s = float(message.rsplit(" in ", 1)[1].split(" s")[0])
             restore_began = restored[0] - result.restore_s
             legs["failure noticed (session timeout)"] = revoked[0] - killed
-            legs["rebalance"] = assigned[0] - revoked[0]
-            legs["fencing (transactional ids registered)"] = restore_began - assigned[0]
+            # the batch loop may begin the takeover before `assigned` is logged (that line waits for the
+            # owners' announcement): the rebalance ends at whichever came first
+            rebalanced = min(assigned[0], restore_began)
+            legs["rebalance"] = rebalanced - revoked[0]
+            legs["fencing (transactional ids registered)"] = restore_began - rebalanced
             legs["restore"] = result.restore_s
             if first_emit is not None:
                 legs["first transaction committed"] = first_emit - restored[0]
@@ -886,7 +889,7 @@ def report(bench: Bench, command: str) -> str:
         "",
         "Legs: `failure noticed` is from the kill to the survivor's `revoked raw partitions` (the group "
         "coordinator evicts the dead member after the session timeout); `rebalance` to its `assigned`; "
-        "`fencing` to the start of the restore (each partition's transactional id registered, which fences the "
+        "`fencing` from then (or from the start of the takeover, when the batch loop began it before that line) to the start of the restore (each partition's transactional id registered, which fences the "
         "dead worker and ends its open transaction); `restore` is what the survivor logs; `first transaction "
         "committed` from the end of the restore to the first clean event of a victim partition read here "
         "(read_committed); `backlog ... emitted` is when the clean event of the last raw event produced to a "
