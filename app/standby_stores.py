@@ -2,7 +2,7 @@
 Streams' standby tasks keep them: a takeover then applies only the changelog's tail.
 
 Without them, a worker that takes a partition over after its owner died restores the partition's whole
-state from the changelog (bench/failover.md: about 20 s per 10M rows of state, after the session timeout).
+state from the changelog (bench/failover.md: 32-39 s for 10M rows of state on a quiet 2-core machine, after the session timeout).
 With them, the worker tails the changelog partitions of every raw partition it does not own, read_committed,
 into stores in the same directories the takeover opens (``PartitionStates.path``). Their RocksDB memory is
 the worker's: they share its block cache and memtable budget.
@@ -88,7 +88,7 @@ class StandbyStores:
         while True:
             try:
                 await self._tail()
-            except (KafkaError, OSError) as exc:
+            except (KafkaError, OSError, StoreError) as exc:
                 log.warning("standby copies of raw partitions %s stopped (%r); again in %.0f s",
                             self.partitions, exc, RETRY_S)  # fmt: skip
                 await asyncio.sleep(RETRY_S)
