@@ -41,6 +41,7 @@ from app.partition_producers import PartitionProducers
 from app.partition_states import PartitionStates, changelog_topic
 from app.raw_consumer import RawConsumer
 from app.rest_api import register_views
+from app.standby_stores import StandbyStores
 from app.transactional_sink import TransactionalSink
 from app.worker_core import AVAILABLE, change_json, use_row_encoder
 from app.worker_health import worker_health
@@ -131,6 +132,11 @@ class Worker:
             ),
             self.stats,
         )
+        self.standby = (
+            StandbyStores(kafka, self.partitions, kafka.raw_partitions, self.stats)
+            if settings.standby_replicas
+            else None
+        )
         self.processor = ChangeProcessor(
             cluster=config.cluster,
             topic_prefix=settings.clean_topic_prefix,
@@ -190,6 +196,7 @@ class Worker:
         self._merging: asyncio.Task[object] | None = None
         self._beating: asyncio.Task[object] | None = None
         self._watching: asyncio.Task[object] | None = None
+        self._standing: asyncio.Task[object] | None = None
         self.app = self._build_app()
 
     def _build_app(self) -> faust.App:
@@ -232,6 +239,16 @@ class Worker:
             finally:
                 await self.loop.drain()  # before the group hands the partitions on (that fences them)
                 await self.consumer.stop()
+
+        @app.task
+        async def keep_standby_copies() -> None:
+            if self.standby is None:
+                return
+            self._standing = asyncio.current_task()
+            try:
+                await self.standby.run()
+            finally:
+                self.standby.close()
 
         @app.timer(interval=settings.expiry_interval_ms / 1000)
         async def expire_ttls() -> None:
@@ -300,6 +317,8 @@ class Worker:
         return True
 
     async def _on_assigned(self, partitions: set[int]) -> None:
+        if self.standby is not None:
+            self.standby.own(partitions)  # their copies closed before the takeover opens them
         self.partitions.assign(partitions)
         self.stats.lag.assign(partitions)
         await self.owners.announce(partitions)
@@ -309,6 +328,8 @@ class Worker:
 
     async def _on_revoked(self, partitions: set[int]) -> None:
         await self.loop.release(partitions)  # a batch in flight commits first
+        if self.standby is not None:
+            self.standby.disown(partitions)  # their stores are closed: copied from now on
         self.stats.lag.revoke(partitions)
         log.info("revoked raw partitions %s", sorted(partitions))
 
@@ -462,7 +483,7 @@ class Worker:
     async def stop(self) -> None:
         """Stop merging (a commit under way ends first, and the raw consumer leaves the group), then close
         every client and store, while Faust still runs the event loop."""
-        for task in (self._watching, self._beating, self._merging, self._restoring):
+        for task in (self._watching, self._beating, self._merging, self._restoring, self._standing):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -481,6 +502,8 @@ class Worker:
         await self.group_offsets.stop()
         await self.schemas.stop()
         self.partitions.close()
+        if self.standby is not None:
+            self.standby.close()
 
 
 #: allocations between two young-generation collections (CPython's default is 700)

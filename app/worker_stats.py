@@ -231,6 +231,20 @@ class WorkerStats:
             "cdc_worker_heartbeats", "heartbeat records committed (worker.heartbeat_interval_ms)", registry=r
         )
         self.heartbeats_committed = 0
+        self.standby_partitions = Gauge(
+            "cdc_worker_standby_partitions",
+            "raw partitions this worker keeps a warm copy of without owning them (worker.standby_replicas)",
+            registry=r,
+        )
+        self.standby_applied = Counter(
+            "cdc_worker_standby_applied_changelog_records",
+            "changelog records applied to the standby copies",
+            registry=r,
+        )
+        #: the standby copies: which partitions, and the committed changelog records they have not applied
+        #: (None: not known yet)
+        self.standby_copies: list[int] = []
+        self.standby_lag: int | None = None
 
     def _table(self, name: str) -> TableStats:
         stats = self.tables.get(name)
@@ -281,6 +295,7 @@ class WorkerStats:
             "lag": self.lag.observe(int(time.time() * 1000)).as_dict(),
             "heartbeats": self.heartbeats_committed,
             "dead_letters": {reason: self.dead_letter_counts[reason] for reason in DEAD_LETTER_REASONS},
+            "standby": {"partitions": self.standby_copies, "lag": self.standby_lag},
         }
 
     def prometheus(self) -> bytes:

@@ -239,6 +239,13 @@ class WorkerConfig:
     for as long as it takes; `/health` says degraded meanwhile."""
     session_timeout_ms: int = 15_000
     """How soon the group notices a dead worker and hands its partitions to the others."""
+    standby_replicas: int = 0
+    """1: the worker keeps a warm copy of every raw partition it does not own, tailing its changelog
+    (read_committed, never emitting), as Kafka Streams' standby tasks do; a takeover then applies only the
+    changelog's tail instead of the partition's whole state (bench/failover.md). It costs disk for the
+    copies and CPU to apply every other worker's changelog; RocksDB memory stays within the shared block
+    cache and memtable budget. With more than two workers each one copies all the partitions it does
+    not own. 0 (the default): a takeover restores from the changelog."""
     web_bind: str = "127.0.0.1"
     web_port: int = 6066
     web_token: Secret | None = None
@@ -516,6 +523,12 @@ def _check_worker(values: dict[str, Any], prefix: str, origin: dict[str, str]) -
     ):  # fmt: skip
         if name in values and values[name] == 0:
             raise ConfigError(f"config key {prefix}{name} must be greater than 0 ({source(name)})")
+    standby = values.get("standby_replicas")
+    if standby is not None and standby not in (0, 1):
+        raise ConfigError(
+            f"config key {prefix}standby_replicas: {standby} is not 0 (no copies) or 1 (a warm copy of every "
+            f"raw partition the worker does not own) ({source('standby_replicas')})"
+        )
     port = values.get("web_port")
     if port is not None and not 0 <= port <= 65535:
         raise ConfigError(f"config key {prefix}web_port: {port} is not a TCP port ({source('web_port')})")

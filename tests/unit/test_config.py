@@ -103,6 +103,11 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
             {"CDC__WORKER__OUTAGE_TIMEOUT_S": "0"},
             r"worker\.outage_timeout_s must be greater than 0 \(environment variable CDC__WORKER__OUTAGE_TIMEOUT_S",
         ),
+        (
+            "worker:\n  data_directory: /w\n  standby_replicas: 2\n",
+            {},
+            r"worker\.standby_replicas: 2 is not 0 \(no copies\) or 1 .*\(file ",
+        ),
     ],
 )
 def test_bad_values_name_key_and_source(tmp_path: Path, text: str, env: dict[str, str], message: str) -> None:
