@@ -8,15 +8,6 @@ merged (the merge makes way for it every YIELD_EVERY records): the round trips o
 hide behind the CPU of the merge. So the group's position on a partition never runs ahead of what was
 merged and emitted, and a worker that lost the partition cannot commit on it any more.
 
-A batch does not wait for its transactions: they commit while the consumer fetches the next batch and
-the partitions that are free merge it. Only a partition whose last commit is still under way waits for
-that commit (merged last, so the others go first), because its next share must merge on what that
-commit left in the store, with the same producer. A record that arrives during a commit is therefore
-not held for every partition's commit, only its own partition's. A commit's failure is raised by the
-next batch (which is then retried as any failed batch), and everything else that takes the lock (an
-expiry, a heartbeat, a rebalance, the take-over of assigned partitions, the shutdown) lets every commit
-under way end first.
-
 Taking a partition over (app/partition_takeover.py: at assignment, and again after any failed transaction)
 registers its transactional id first, which fences the previous owner and finishes its last transaction,
 then restores the store from the changelog and reads where the group resumes the partition; records below
@@ -204,8 +195,6 @@ class BatchLoop:
         #: transaction showed (so the next batches need not look at the partition's state for it)
         self._drops_shown: dict[int, dict[uuid.UUID, TableSchema]] = {}
         self._heartbeat_broken = False
-        #: per raw partition, the commit of its last merged share while it may still be under way
-        self._commits: dict[int, asyncio.Task[None]] = {}
         self.failed: BaseException | None = None
         #: the table and digest of each record of a batch (app/worker_core.py)
         self._heads = heads_reader(core)
@@ -226,14 +215,11 @@ class BatchLoop:
     async def restore_assigned(self) -> None:
         """Take over every assigned partition not taken over yet (between batches)."""
         async with self.lock:
-            await self._settle_all()
             await self._acquire(self.takeover.pending(self.partitions.assigned))
 
     async def release(self, partitions: set[int]) -> None:
-        """Partitions revoked (the commits under way end first): close their stores, stop their producers."""
+        """Partitions revoked (a batch in flight commits first): close their stores, stop their producers."""
         async with self.lock:
-            if self._commits:  # what they did is reaped (and a failure raised) by whoever comes next
-                await _uncancellable(asyncio.wait(set(self._commits.values())))
             await self.takeover.release(partitions)
             for key in [k for k in self._poison if k[0] in partitions]:
                 del self._poison[key]
@@ -250,23 +236,19 @@ class BatchLoop:
 
     # -- batches of raw events
 
-    async def process(
-        self, records: Sequence[RawRecord], current: Callable[[], bool] = lambda: True, *, wait: bool = True
-    ) -> int:
+    async def process(self, records: Sequence[RawRecord], current: Callable[[], bool] = lambda: True) -> int:
         """Merge and commit one batch; return how many records were this worker's to process.
 
         ``current`` says whether the batch still belongs to this worker's assignment (no rebalance since
         it was fetched); it is asked under the lock, which a rebalance also takes. A partition whose
         transaction failed because Kafka is away is taken over again and its records merged again, from
         where the group resumes it, until ``retry_for_s`` have passed since the batch's first failure;
-        then (after the attempt under way), or at once when fenced, the error goes up. ``wait`` False:
-        return once the batch is merged, its transactions still committing (the worker's loop: their
-        outcome is met by the next batch, see the module's docstring); True: once they committed."""
+        then (after the attempt under way), or at once when fenced, the error goes up."""
         first_failure: float | None = None
         attempt = 0
         while True:
             try:
-                return await self._process_once(records, current, wait)
+                return await self._process_once(records, current)
             except (TransactionFailed, KafkaError, OSError) as exc:  # Kafka away: topics, restore, commit
                 if getattr(exc, "fatal", False):
                     raise
@@ -285,9 +267,7 @@ class BatchLoop:
                 log.debug("batch not committed (%s); retrying in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
 
-    async def _process_once(
-        self, records: Sequence[RawRecord], current: Callable[[], bool], wait: bool
-    ) -> int:
+    async def _process_once(self, records: Sequence[RawRecord], current: Callable[[], bool]) -> int:
         async with self.lock:
             if not current():
                 log.info(
@@ -304,34 +284,26 @@ class BatchLoop:
             log.debug("batch of %d records, %d of assigned partitions", len(records), mine)
             if not mine:
                 return 0
-            self._raise_failed_commits(self._reap())
-            await self._acquire(self.takeover.pending(set(by_partition) - set(self._commits)))
+            await self._acquire(self.takeover.pending(set(by_partition)))
             now_ms = int(time.time() * 1000)
             schemas = self._schemas_by_id()
-            begun: list[asyncio.Task[None]] = []
+            commits: list[asyncio.Task[None]] = []
             try:
-                # partitions whose last commit is still under way merge last, after waiting for it
-                for partition in sorted(by_partition, key=lambda p: p in self._commits):
-                    if (under_way := self._commits.get(partition)) is not None:
-                        await _uncancellable(asyncio.wait({under_way}))
-                        self._raise_failed_commits(self._reap())
-                    recs = self.takeover.in_line(partition, by_partition[partition])
+                for partition, recs in by_partition.items():
+                    recs = self.takeover.in_line(partition, recs)
                     if recs:
                         w = await self._merge_partition(partition, recs, now_ms, schemas)
-                        # its transaction goes out while the next partition merges (and, unless ``wait``,
-                        # the next batch's fetch and merge); once begun, a commit runs to its end even if
-                        # this task is cancelled: the local store must follow what Kafka committed
-                        begun.append(asyncio.ensure_future(self._commit_partition(w)))
-                        self._commits[partition] = begun[-1]
+                        # its transaction goes out while the next partition merges
+                        commits.append(asyncio.ensure_future(self._commit_partition(w)))
                         await asyncio.sleep(0)
             except BaseException:
-                # the partitions merged so far commit all the same (each one's share is whole) first
-                if begun:
-                    await _uncancellable(asyncio.wait(begun))
+                # the partitions merged so far commit all the same: each one's share is whole
+                await _uncancellable(self._finish(commits, settle_only=True))
                 raise
+            # once begun, a commit runs to its end even if the task is cancelled meanwhile: the local
+            # stores must follow what Kafka committed, or the next batch would merge on stale state
+            await _uncancellable(self._finish(commits))
             self.stats.batches.observe(time.perf_counter() - started)
-            if wait or (self.heartbeat is not None and self.heartbeat.due(time.monotonic())):
-                await _uncancellable(self._beat_after_commits())
             return mine
 
     async def _merge_partition(
@@ -344,7 +316,7 @@ class BatchLoop:
                 # what expired by now goes out before any event is merged on top of it
                 await self._expire_into(w, schemas, now_ms)
                 await self._merge_records(w, records, now_ms)
-                w.first_offset, w.next_offset = records[0].offset, records[-1].offset + 1
+                w.next_offset = records[-1].offset + 1
                 return w
             except _MergeAgain as again:
                 log.warning(
@@ -516,7 +488,7 @@ class BatchLoop:
             self.stats.transactions_failed.inc()
             w.tx = None  # aborted by the failed send; the partition is taken over again
             await w.abandon()
-            await self.takeover.forget(w.partition, resume_at=w.first_offset)
+            await self.takeover.forget(w.partition)
             raise
         self.stats.sent_early.inc(len(w.out))
         w.sent += len(w.out)
@@ -576,7 +548,6 @@ class BatchLoop:
                 continue
 
     async def _expire_locked(self) -> int:
-        await self._settle_all()
         await self._acquire(self.takeover.pending(self.partitions.assigned))
         stores = self.partitions.ready
         if not stores:
@@ -620,61 +591,20 @@ class BatchLoop:
 
     # -- committing
 
-    async def _finish(self, commits: list[asyncio.Task[None]]) -> None:
-        """Wait for an expiry's commits (each handled its own outcome); then the heartbeat if one is due,
-        and the first error (a fatal one first)."""
+    async def _finish(self, commits: list[asyncio.Task[None]], *, settle_only: bool = False) -> None:
+        """Wait for the partitions' commits (each handled its own outcome); then, unless ``settle_only``,
+        the heartbeat if one is due, and the first error (a fatal one first)."""
         if commits:
             await asyncio.wait(commits)
         errors = [e for c in commits if (e := c.exception()) is not None]
+        if settle_only:
+            for error in errors:
+                log.warning("a partition's transaction failed while the batch stopped: %r", error)
+            return
         if not errors:
             await self._beat_if_due()
             return
-        self._raise_failed_commits(errors)
-
-    def _reap(self) -> list[BaseException]:
-        """Forget the batch commits that ended; the errors of those that failed (each failed commit
-        already set its partition up to be taken over again)."""
-        errors: list[BaseException] = []
-        for partition, commit in list(self._commits.items()):
-            if commit.done():
-                del self._commits[partition]
-                if not commit.cancelled() and (error := commit.exception()) is not None:
-                    errors.append(error)
-        return errors
-
-    @staticmethod
-    def _raise_failed_commits(errors: list[BaseException]) -> None:
-        """The first of ``errors``, a fatal one (a fence) first; nothing when there are none."""
-        if errors:
-            raise next((e for e in errors if getattr(e, "fatal", False)), errors[0])
-
-    async def _settle_all(self) -> None:
-        """Let every batch commit under way end (under the lock, before anything else uses the partitions'
-        stores and producers). A fence is raised; another failure is told to the Kafka status (its
-        partition is taken over again before it is used, and its records merged again)."""
-        if self._commits:
-            await _uncancellable(asyncio.wait(set(self._commits.values())))
-        errors = self._reap()
-        for error in errors:
-            self.kafka_status.commit_failed("batch", error, time.monotonic())
-        fatal = [e for e in errors if getattr(e, "fatal", False)]
-        self._raise_failed_commits(fatal)
-
-    async def drain(self) -> None:
-        """Let every batch commit under way end, for a worker that stops (each has its step deadlines):
-        its store then holds what Kafka committed. Errors are only logged here."""
-        if self._commits:
-            await asyncio.wait(set(self._commits.values()))
-        for error in self._reap():
-            log.warning("a raw partition's transaction failed while the worker stopped: %r", error)
-
-    async def _beat_after_commits(self) -> None:
-        """The batch's commits end (the first failure raised), then the heartbeat if one is due: it
-        describes what is committed."""
-        if self._commits:
-            await asyncio.wait(set(self._commits.values()))
-        self._raise_failed_commits(self._reap())
-        await self._beat_if_due()
+        raise next((e for e in errors if getattr(e, "fatal", False)), errors[0])
 
     def _counted(self, tally: BatchTally, offsets: dict[int, int]) -> None:
         """What committed transactions did, into the stats and the lag figures."""
@@ -687,7 +617,7 @@ class BatchLoop:
     async def _commit_partition(self, w: PartitionBatch) -> None:
         """One partition's share in its own transaction; the store follows what Kafka did with it. A
         failure leaves the store untouched and the partition to be taken over again (unless fenced)."""
-        partition, started = w.partition, time.perf_counter()
+        partition = w.partition
         offsets = {} if w.next_offset is None else {TopicPartition(self.topics.raw, partition): w.next_offset}
         tx, w.tx = w.tx, None
         try:
@@ -714,7 +644,7 @@ class BatchLoop:
                 doubt = None
                 if isinstance(exc, TransactionInDoubt) and w.next_offset is not None:
                     doubt = InDoubt(w.next_offset, w.tally)
-                await self.takeover.forget(partition, doubt, resume_at=w.first_offset)
+                await self.takeover.forget(partition, doubt)
             raise
         store = self.partitions.store(partition)
         changelog_next = written.get(TopicPartition(self.topics.changelog, partition), store.changelog_offset)
@@ -728,7 +658,6 @@ class BatchLoop:
             self._expiry_poison.pop((partition, aside.table_id, aside.partition_key), None)
         self._drops_shown.setdefault(partition, {}).update(w.drops_shown)
         self._counted(w.tally, {} if w.next_offset is None else {partition: w.next_offset})
-        self.stats.transactions.observe(time.perf_counter() - started)
 
     def _records(self, w: PartitionBatch) -> Iterator[Outgoing]:
         """Everything of a partition's transaction: change events, dead letters, state changelog."""
@@ -782,7 +711,6 @@ class BatchLoop:
         if self.heartbeat is None:
             return False
         async with self.lock:
-            await self._settle_all()
             if not self.heartbeat.due(time.monotonic()):
                 return False
             await _uncancellable(self._commit_heartbeat())

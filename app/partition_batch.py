@@ -39,9 +39,7 @@ class PartitionBatch:
     dead: list[DeadLetter] = field(default_factory=list)
     #: stored partitions whose expiry failed, set aside in this transaction (for the dead-letter topic)
     expiries_aside: list[SetAsideExpiry] = field(default_factory=list)
-    #: the raw offsets of its records: the first, and the one the group resumes from once this commits
-    #: (None: an expiry, which consumes nothing)
-    first_offset: int | None = None
+    #: the raw offset the group resumes from once this commits (None: an expiry, which consumes nothing)
     next_offset: int | None = None
     #: its Kafka transaction, begun early when change records were sent before the commit
     tx: OpenTransaction | None = None

@@ -62,8 +62,6 @@ class PartitionTakeover:
         self._rewound: dict[int, int] = {}
         #: transactions whose outcome is unknown, by partition, until it is taken over again
         self._doubt: dict[int, InDoubt] = {}
-        #: per partition forgotten after a failed transaction, the first raw offset that transaction held
-        self._resume_at: dict[int, int] = {}
 
     def pending(self, partitions: set[int]) -> set[int]:
         """The assigned ones of ``partitions`` that are not taken over (yet, or again)."""
@@ -85,11 +83,6 @@ class PartitionTakeover:
         settled: list[tuple[BatchTally, dict[int, int]]] = []
         for partition in sorted(partitions):
             offset = found.get(partition)
-            resume_at = self._resume_at.pop(partition, None)
-            if offset is None and resume_at is not None:
-                # the group never committed on it, and a failed transaction began there: the records it
-                # held (fetched from the partition's start) come again, not the ones fetched after them
-                offset = resume_at
             self._next[partition] = offset
             self._rewound.pop(partition, None)
             doubt = self._doubt.pop(partition, None)
@@ -104,22 +97,16 @@ class PartitionTakeover:
                 self.reposition(partition, offset)
         return settled
 
-    async def forget(
-        self, partition: int, doubt: InDoubt | None = None, *, resume_at: int | None = None
-    ) -> None:
+    async def forget(self, partition: int, doubt: InDoubt | None = None) -> None:
         """After a failed transaction: the partition is taken over again before it is used (its store may
         be behind what Kafka committed, its producer in any state). ``doubt``: the transaction may have
-        committed. ``resume_at``: the first raw offset the transaction held, where the partition goes on
-        if the group has no offset of it (a batch fetched after that transaction's records must not be
-        merged in their place)."""
+        committed."""
         self.partitions.reset({partition})
         await self.producers.release({partition})
         self._next.pop(partition, None)
         self._rewound.pop(partition, None)
         if doubt is not None:
             self._doubt[partition] = doubt
-        if resume_at is not None:
-            self._resume_at[partition] = min(resume_at, self._resume_at.get(partition, resume_at))
 
     async def release(self, partitions: set[int]) -> None:
         """Partitions revoked: their stores closed, their producers stopped, their offsets forgotten."""
@@ -129,7 +116,6 @@ class PartitionTakeover:
             self._next.pop(partition, None)
             self._rewound.pop(partition, None)
             self._doubt.pop(partition, None)
-            self._resume_at.pop(partition, None)
 
     def position(self, partition: int) -> int | None:
         """Where the group resumes a partition taken over (None: it never committed one)."""

@@ -227,17 +227,13 @@ class Worker:
                 _settle_garbage_collector()
                 self.status = "ok"
                 async for batch in self.consumer.batches():
-                    # its transactions commit while the next batch is fetched and merged
-                    await self.loop.process(
-                        batch.records, lambda batch=batch: self.consumer.current(batch), wait=False
-                    )
+                    await self.loop.process(batch.records, lambda batch=batch: self.consumer.current(batch))
             except asyncio.CancelledError:
                 raise  # Faust stops the task (shutdown): an uncommitted batch is merged again later
             except BaseException as exc:
                 await self._fail(exc)
                 raise
             finally:
-                await self.loop.drain()  # before the group hands the partitions on (that fences them)
                 await self.consumer.stop()
 
         @app.task
@@ -491,9 +487,7 @@ class Worker:
         await self.shutdown()
 
     async def shutdown(self) -> None:
-        """Close every client (each within a deadline: Kafka may be away) and store, once the batch
-        commits under way ended."""
-        await self.loop.drain()
+        """Close every client (each within a deadline: Kafka may be away) and store."""
         await self.probe.stop()
         await self.owners.stop()
         await self.producers.stop()

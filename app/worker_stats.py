@@ -184,13 +184,7 @@ class WorkerStats:
         self.dead_letter_counts: Tally[str] = Tally()
         self.batches = Histogram(
             "cdc_worker_batch_seconds",
-            "time to merge a batch (its partitions' transactions commit after, while the next batch merges)",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-            registry=r,
-        )
-        self.transactions = Histogram(
-            "cdc_worker_transaction_seconds",
-            "time from a raw partition's merged share to its committed transaction",
+            "time to merge a batch and commit its transaction",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=r,
         )

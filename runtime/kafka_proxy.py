@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 
 METADATA = 3
 FIND_COORDINATOR = 10
-ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
 API_VERSIONS = 18
 #: the first version of each rewritten API that uses the flexible encoding (compact fields, tags)

@@ -15,7 +15,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,11 +183,9 @@ async def worker_core(
     digest_horizon_s: int = 3600,
     bootstrap: str | None = None,
     assigned: set[int] | None = None,
-    reposition: Callable[[int, int], None] | None = None,
 ) -> AsyncIterator[Core]:
     """A worker's batch loop owning ``assigned`` raw partitions (default: all), its Kafka clients on
-    ``bootstrap`` (default: the deployment's broker); ``reposition`` is told where the raw consumer
-    would be moved (there is none: the test hands the batches in)."""
+    ``bootstrap`` (default: the deployment's broker)."""
     stats = WorkerStats()
     topics = dep.topics
     kafka = KafkaConfig(bootstrap_servers=bootstrap or dep.bootstrap)
@@ -212,7 +210,6 @@ async def worker_core(
             group_offsets=offsets,
             stats=stats,
             digest_horizon_s=digest_horizon_s,
-            reposition=reposition,
         )
         yield Core(loop, stats, partitions, producers)
     finally:
@@ -402,37 +399,6 @@ def test_a_new_worker_restores_the_changelog_and_carries_the_histories_on(
         update = history[1][2]
         assert update is not None and update["before"] == history[0][2]["after"]  # type: ignore[index]
         assert update["after"]["v"] == 7
-
-    asyncio.run(main())
-
-
-def test_a_batch_that_does_not_wait_for_its_commits_merges_a_partition_on_what_its_last_commit_left(
-    kafka_bootstrap: str, tmp_path: Path
-) -> None:
-    """The worker's loop hands the next batch in while the last one's transactions still commit: a
-    partition whose commit is under way waits for it, so an update's before image is the row the commit
-    left, and every partition's offset and change shows once."""
-
-    async def main() -> None:
-        dep = await deploy(kafka_bootstrap)
-        first = await dep.produce([(0, "users", insert(dep, 1, 1, 10)), (1, "users", insert(dep, 2, 2, 10))])
-        second = await dep.produce(
-            [
-                (0, "users", dep.builder().event(Write(1, (), {"v": 11}, ts=20))),
-                (1, "users", insert(dep, 3, 3, 10)),
-            ]
-        )
-        async with worker_core(dep, tmp_path) as core:
-            await core.loop.restore_assigned()
-            assert await core.loop.process(first, wait=False) == 2
-            assert await core.loop.process(second, wait=False) == 2
-            await core.loop.drain()
-            assert counter(core.stats, "cdc_worker_transaction_seconds_count") == 4
-        history = await changes(kafka_bootstrap, dep.clean_topic())
-        assert ops(history) == [(1, "c"), (1, "u"), (2, "c"), (3, "c")]
-        update = history[1][2]
-        assert update is not None and (update["before"]["v"], update["after"]["v"]) == (1, 11)
-        assert await group_offsets(kafka_bootstrap, dep.app_id, dep.raw_topic) == {0: 2, 1: 2}
 
     asyncio.run(main())
 
