@@ -13,7 +13,7 @@ import logging
 import time
 from pathlib import Path
 
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from app.errors import RecoveryError
 from app.worker_stats import WorkerStats
@@ -118,15 +118,22 @@ class PartitionStates:
             sorted(partitions), self.changelog, applied, time.monotonic() - started,
         )  # fmt: skip
 
-    async def _catch_up(self, stores: dict[int, PartitionStore]) -> int:
-        """Apply the committed changelog records each store has not applied yet; return how many."""
+    async def changelog_reader(self, max_records: int) -> AIOKafkaConsumer:
+        """A started consumer of the changelog that reads only what committed (no group, no offsets of
+        its own: the stores keep theirs), ``max_records`` per fetch; for the restore and the standby
+        copies."""
         consumer = make_consumer(
             self.kafka,
             isolation_level="read_committed",
             enable_auto_commit=False,
-            max_poll_records=RESTORE_BATCH_RECORDS,
+            max_poll_records=max_records,
         )
         await start_kafka_client(consumer, self.kafka)
+        return consumer
+
+    async def _catch_up(self, stores: dict[int, PartitionStore]) -> int:
+        """Apply the committed changelog records each store has not applied yet; return how many."""
+        consumer = await self.changelog_reader(RESTORE_BATCH_RECORDS)
         applied = 0
         try:
             tps = {p: TopicPartition(self.changelog, p) for p in stores}

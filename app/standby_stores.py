@@ -28,8 +28,7 @@ from aiokafka.errors import KafkaError
 
 from app.partition_states import PartitionStates
 from app.worker_stats import WorkerStats
-from runtime.config import KafkaConfig
-from runtime.kafka_clients import make_consumer, start_kafka_client, stop_client
+from runtime.kafka_clients import stop_client
 from state.errors import StoreError
 from state.store.partition_store import PartitionStore
 
@@ -45,10 +44,7 @@ RETRY_S = 5.0
 class StandbyStores:
     """Copies of the raw partitions this worker does not own, kept up to date from their changelog."""
 
-    def __init__(
-        self, kafka: KafkaConfig, states: PartitionStates, raw_partitions: int, stats: WorkerStats
-    ) -> None:
-        self.kafka = kafka
+    def __init__(self, states: PartitionStates, raw_partitions: int, stats: WorkerStats) -> None:
         self.states = states
         self.stats = stats
         self.every = set(range(raw_partitions))
@@ -94,13 +90,7 @@ class StandbyStores:
                 await asyncio.sleep(RETRY_S)
 
     async def _tail(self) -> None:
-        consumer = make_consumer(
-            self.kafka,
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            max_poll_records=STANDBY_BATCH_RECORDS,
-        )
-        await start_kafka_client(consumer, self.kafka)
+        consumer = await self.states.changelog_reader(STANDBY_BATCH_RECORDS)
         epoch: int | None = None
         tps: dict[int, TopicPartition] = {}
         try:

@@ -133,7 +133,7 @@ class Worker:
             self.stats,
         )
         self.standby = (
-            StandbyStores(kafka, self.partitions, kafka.raw_partitions, self.stats)
+            StandbyStores(self.partitions, kafka.raw_partitions, self.stats)
             if settings.standby_replicas
             else None
         )

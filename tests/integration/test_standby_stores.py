@@ -63,7 +63,7 @@ def test_a_standby_copy_holds_what_committed_and_the_takeover_restores_only_the_
         await producer.start()
         stats = WorkerStats()
         states = PartitionStates(tmp_path, kafka, topic, StoreOptions(), stats)
-        standby = StandbyStores(kafka, states, 2, stats)
+        standby = StandbyStores(states, 2, stats)
         task = asyncio.get_running_loop().create_task(standby.run())
         try:
             await transaction(producer, topic, [(b"Ra", b"1"), (b"Rb", b"2")])
