@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cassandra_model.table_schema import TableSchema
+from pipeline import native_core
 from pipeline.errors import PipelineError, ServiceUnreachable
 from runtime.cassandra_session import cassandra_cluster, explain_cassandra_error
 from runtime.config import CassandraConfig, CdcConfig
@@ -186,22 +187,45 @@ _I32 = struct.Struct(">i")
 
 def _raw_rows(data: bytes, count: int, width: int) -> list[list[bytes | None]]:
     """``count`` rows of ``width`` values from a result's row data: each the protocol's bytes (int32
-    length, then the bytes; -1 is null), not decoded."""
+    length, then the bytes; -1 is null), not decoded. A value that runs past the page's end is a
+    ValueError naming it."""
     rows = []
     pos = 0
+    end = len(data)
     unpack = _I32.unpack_from
-    for _ in range(count):
+    for n in range(count):
         row: list[bytes | None] = []
-        for _ in range(width):
+        for k in range(width):
+            if pos + 4 > end:
+                raise ValueError(_past_end(n, count, k, width, end))
             (size,) = unpack(data, pos)
             pos += 4
             if size < 0:
                 row.append(None)
             else:
+                if pos + size > end:
+                    raise ValueError(_past_end(n, count, k, width, end))
                 row.append(data[pos : pos + size])
                 pos += size
         rows.append(row)
     return rows
+
+
+def _past_end(row: int, count: int, value: int, width: int, size: int) -> str:
+    return f"value {value + 1} of {width} in row {row + 1} of {count} runs past the end of the page ({size} bytes)"
+
+
+_native_raw_rows = native_core.raw_rows
+
+
+def page_rows(data: bytes, count: int, width: int) -> list[list[bytes | None]]:
+    """``_raw_rows`` (the specification), by the native core where it is installed; a malformed page is
+    a PipelineError."""
+    cut = _raw_rows if _native_raw_rows is None else _native_raw_rows
+    try:
+        return cut(data, count, width)  # type: ignore[no-any-return]
+    except ValueError as exc:
+        raise PipelineError(f"bootstrap scan: a result page of {count} rows is malformed: {exc}") from exc
 
 
 def _raw_protocol_handler() -> Any:
@@ -216,7 +240,7 @@ def _raw_protocol_handler() -> Any:
             self.recv_results_metadata(f, user_type_map)
             column_metadata = self.column_metadata or result_metadata
             count = read_int(f)
-            self.parsed_rows = _raw_rows(f.read(), count, len(column_metadata))
+            self.parsed_rows = page_rows(f.read(), count, len(column_metadata))
             self.column_names = [c[2] for c in column_metadata]
             self.column_types = [c[3] for c in column_metadata]
 

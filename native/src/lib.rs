@@ -26,6 +26,7 @@ mod change_json;
 mod digest;
 mod md5;
 mod mutation_decoder;
+mod protocol_rows;
 mod raw_event;
 mod row_codec;
 mod segment_reader;
@@ -1098,6 +1099,25 @@ impl SegmentBatchReader {
     }
 }
 
+/// The rows of a protocol RESULT page, each value its bytes or None (protocol_rows.rs;
+/// pipeline/cassandra_scan.py's `_raw_rows` is the specification): the bootstrap scan's rows.
+#[pyfunction]
+fn raw_rows(py: Python<'_>, data: &[u8], count: usize, width: usize) -> PyResult<Py<PyList>> {
+    let spans = protocol_rows::spans(data, count, width).map_err(PyValueError::new_err)?;
+    let rows = PyList::empty_bound(py);
+    for row in 0..count {
+        let values = PyList::empty_bound(py);
+        for span in &spans[row * width..(row + 1) * width] {
+            match span {
+                Some((start, end)) => values.append(PyBytes::new_bound(py, &data[*start..*end]))?,
+                None => values.append(py.None())?,
+            }
+        }
+        rows.append(values)?;
+    }
+    Ok(rows.unbind())
+}
+
 #[pymodule]
 fn cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Catalog>()?;
@@ -1109,6 +1129,7 @@ fn cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(raw_event_heads, m)?)?;
     m.add_function(wrap_pyfunction!(encode_row_value, m)?)?;
     m.add_function(wrap_pyfunction!(digest_segment, m)?)?;
+    m.add_function(wrap_pyfunction!(raw_rows, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

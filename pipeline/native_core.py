@@ -1,0 +1,25 @@
+"""The native core (the `cdc_native` extension built from `native/`) for the bootstrap's per-row work,
+when it is installed: the one module of the pipeline that imports it.
+
+The Spark tasks of `cdc pipeline bootstrap` cut every result page of the scan into values
+(``cassandra_scan._raw_rows``) before the events are built; in Rust that takes a third of the Python's CPU (about 3 µs a row of the bench table against 10).
+The Python code stays the specification and the fallback (a `pip install .` without a Rust toolchain),
+and tests hold both to identical output. The extension is a compiled package of the installation, not part
+of the code zip a cluster's executors get: where an executor lacks it, its tasks run the Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+try:
+    import cdc_native
+except ImportError:  # not built: the Python path runs
+    cdc_native = None
+
+AVAILABLE = "native" if cdc_native is not None else "python"
+
+#: ``cassandra_scan._raw_rows`` in Rust (native/src/protocol_rows.rs), or None
+raw_rows: Callable[[bytes, int, int], list[list[bytes | None]]] | None = (
+    cdc_native.raw_rows if cdc_native is not None else None
+)
