@@ -1174,7 +1174,14 @@ impl SnapshotEncoder {
         let width = self.scan_time_at + 1;
         let mut items: Vec<Vec<Bound<'_, PyAny>>> = Vec::with_capacity(rows.len());
         for row in &rows {
-            let row = row.bind(py).downcast::<PySequence>()?;
+            let row = row.bind(py);
+            if let Ok(list) = row.downcast::<PyList>() {
+                if list.len() >= width {
+                    items.push(list.iter().take(width).collect());
+                    continue;
+                }
+            }
+            let row = row.downcast::<PySequence>()?;
             if row.len()? < width {
                 return Err(PyValueError::new_err(format!(
                     "bootstrap of {}: a raw row of {} values, not {}",

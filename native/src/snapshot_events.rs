@@ -67,11 +67,12 @@ pub struct Event {
     pub cells: i64,
 }
 
-/// One row's cells in both forms (snapshot_encoder._Row); `digest` holds (sort key, range of `canonical`).
+/// One row's cells in both forms (snapshot_encoder._Row); `digest` holds (the column's index in its plan
+/// list, range of `canonical`), sorted by the columns' names when the row is written.
 struct Cells {
     avro: Vec<u8>,
     canonical: Vec<u8>,
-    digest: Vec<(Vec<u8>, usize, usize)>,
+    digest: Vec<(usize, usize, usize)>,
     cells: i64,
     oldest: Option<i64>,
     expiring: bool,
@@ -233,7 +234,7 @@ impl Encoder {
     }
 
     /// One cell of a single-cell column, with or without TTL (snapshot_encoder._row and _single).
-    fn single(&self, out: &mut Cells, column: &Column, value: &[u8], time: &[u8], ttl: Option<&[u8]>, scan_time: i64) -> Result<(), String> {
+    fn single(&self, out: &mut Cells, index: usize, column: &Column, value: &[u8], time: &[u8], ttl: Option<&[u8]>, scan_time: i64) -> Result<(), String> {
         let stamp = i64_of(time, &column.name)?;
         out.saw(stamp);
         out.cells += 1;
@@ -273,14 +274,14 @@ impl Encoder {
         }
         avro_sized(&mut out.avro, value);
         blob(&mut out.canonical, Some(value));
-        out.digest.push((name.to_vec(), start, out.canonical.len()));
+        out.digest.push((index, start, out.canonical.len()));
         Ok(())
     }
 
     /// The cells of a non-frozen collection or UDT (snapshot_encoder._multi and _one_write, which make
     /// the same bytes).
     #[allow(clippy::too_many_arguments)]
-    fn multi(&self, out: &mut Cells, column: &Column, value: &[u8], times: Option<&[u8]>, ttls: Option<&[u8]>, scan_time: i64) -> Result<(), String> {
+    fn multi(&self, out: &mut Cells, index: usize, column: &Column, value: &[u8], times: Option<&[u8]>, ttls: Option<&[u8]>, scan_time: i64) -> Result<(), String> {
         let times = times.ok_or_else(|| {
             self.fail(column, "WRITETIME gave null, not one write time per element (needs Cassandra 5.0)".into())
         })?;
@@ -420,7 +421,7 @@ impl Encoder {
             blob(&mut out.canonical, Some(name.as_bytes()));
             out.canonical.extend_from_slice(&canonical[cells[i].0..cells[i].1]);
         }
-        out.digest.push((name.as_bytes().to_vec(), start, out.canonical.len()));
+        out.digest.push((index, start, out.canonical.len()));
         Ok(())
     }
 
@@ -463,7 +464,7 @@ impl Encoder {
     /// The live cells of the given columns of a raw row.
     fn row(&self, columns: &[Column], row: &Row<'_>, scan_time: i64) -> Result<Cells, String> {
         let mut out = Cells::new();
-        for column in columns {
+        for (index, column) in columns.iter().enumerate() {
             let value = match row[column.value_at] {
                 None => continue,
                 Some(v) => v,
@@ -471,10 +472,10 @@ impl Encoder {
             let time = row[column.time_at];
             let ttl = row[column.ttl_at];
             if column.layout != Layout::Single {
-                self.multi(&mut out, column, value, time, ttl, scan_time)?;
+                self.multi(&mut out, index, column, value, time, ttl, scan_time)?;
             } else {
                 let time = time.ok_or_else(|| self.fail(column, "WRITETIME gave null for a value".into()))?;
-                self.single(&mut out, column, value, time, ttl, scan_time)?;
+                self.single(&mut out, index, column, value, time, ttl, scan_time)?;
             }
         }
         Ok(out)
@@ -539,7 +540,7 @@ impl Encoder {
             Some(s) => {
                 canonical.push(b'S');
                 value.push(2);
-                self.encode_row(&mut canonical, &mut value, &[], s, None);
+                self.encode_row(&mut canonical, &mut value, &plan.static_columns, &[], s, None);
                 cells += s.cells;
             }
         }
@@ -547,7 +548,7 @@ impl Encoder {
         if !rows.is_empty() {
             long(&mut value, rows.len() as i64);
             for (clustering, row) in rows.iter().map(|r| (&r.0, &r.1)) {
-                self.encode_row(&mut canonical, &mut value, clustering, row, Some(fallback));
+                self.encode_row(&mut canonical, &mut value, &plan.regular, clustering, row, Some(fallback));
                 cells += row.cells;
             }
         }
@@ -561,7 +562,7 @@ impl Encoder {
         Event { key: kafka_key, value, md5: digest, rows: rows.len(), cells }
     }
 
-    fn encode_row(&self, canonical: &mut Vec<u8>, avro: &mut Vec<u8>, clustering: &[Option<&[u8]>], row: &Cells, fallback: Option<i64>) {
+    fn encode_row(&self, canonical: &mut Vec<u8>, avro: &mut Vec<u8>, columns: &[Column], clustering: &[Option<&[u8]>], row: &Cells, fallback: Option<i64>) {
         u32_be(canonical, clustering.len());
         if !clustering.is_empty() {
             long(avro, clustering.len() as i64);
@@ -608,8 +609,10 @@ impl Encoder {
         avro.extend_from_slice(&[0, 0]);
         u32_be(canonical, row.cells as usize);
         if row.cells > 0 {
-            let mut order: Vec<&(Vec<u8>, usize, usize)> = row.digest.iter().collect();
-            order.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut order: Vec<&(usize, usize, usize)> = row.digest.iter().collect();
+            if order.len() > 1 {
+                order.sort_by(|a, b| columns[a.0].name.as_bytes().cmp(columns[b.0].name.as_bytes()));
+            }
             for (_, start, end) in order {
                 canonical.extend_from_slice(&row.canonical[*start..*end]);
             }
