@@ -3,7 +3,7 @@
 //! Its modules mirror the Python modules they accelerate (agents/commitlog/segment_reader.py,
 //! agents/commitlog/mutation_decoder.py, cassandra_model/digest.py, schemas/raw_event.py); the Python
 //! modules stay the specification and the fallback, and differential tests hold both to identical
-//! output. The Python side (agents/commitlog/native_core.py) is the only caller.
+//! output. The agent's Python side is agents/commitlog/native_core.py.
 //!
 //! The batch API: `SegmentBatchReader.next_batch` reads a segment range and returns ready-to-send raw
 //! events (key and value bytes, Kafka partition, entry end) for thousands of entries per call. An entry it
@@ -13,6 +13,9 @@
 //! The worker's batch loop uses `raw_event_heads` (schemas/raw_event.py's `peek_raw_event` for a whole
 //! batch): the table and digest of each raw record, so that replica copies are dropped without a
 //! decode (app/worker_core.py chooses it).
+//!
+//! The bootstrap's `SnapshotEncoder` (snapshot_events.rs) builds the raw events of raw scan rows, a batch of
+//! rows per call (pipeline/snapshot_core.py chooses it; pipeline/snapshot_encoder.py is its specification).
 
 use std::fs::File;
 use std::sync::Arc;
