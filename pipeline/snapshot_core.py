@@ -1,7 +1,7 @@
 """Which encoder builds the bootstrap's raw events, as ``pipeline.core`` chooses it (``runtime.core_choice``):
-the native one (``cdc_native.SnapshotEncoder``, built from native/ by `make setup`, the agent's extension)
-or ``snapshot_encoder.SnapshotEncoder``, its specification and the fallback where the extension is not
-installed.
+the native one (``cdc_native.SnapshotEncoder`` through ``pipeline.native_core``, built from native/ by
+`make setup`) or ``snapshot_encoder.SnapshotEncoder``, its specification and the fallback where the
+extension is not installed.
 
 Both give, per partition of consecutive raw rows, its key and its ``SnapshotEvent``s, byte for byte the same
 (tests/unit/pipeline/test_snapshot_core.py). The native one is built from the Python encoder's plans (column
@@ -18,6 +18,7 @@ from typing import Any
 from cassandra_model.cql_types import CellLayout
 from cassandra_model.partition_update import NO_DELETION_TIME
 from cassandra_model.table_schema import TableSchema
+from pipeline import native_core
 from pipeline.errors import PipelineError
 from pipeline.snapshot_encoder import SnapshotEncoder, _Column
 from pipeline.snapshot_events import MAX_BYTES_PER_EVENT, MAX_ROWS_PER_EVENT, SnapshotEvent
@@ -25,13 +26,8 @@ from runtime.config import CdcConfig
 from runtime.core_choice import choose_core, core_description
 from state.snapshot_lists import SNAPSHOT_LIST_PATH_TAIL
 
-try:  # built from native/ by `make setup`; absent after a plain `pip install .`
-    import cdc_native
-except ImportError:  # pragma: no cover - depends on the installation
-    cdc_native: Any = None  # type: ignore[no-redef]
-
-#: "native" when an extension with the snapshot encoder is installed, else "python"
-AVAILABLE = "native" if cdc_native is not None and hasattr(cdc_native, "SnapshotEncoder") else "python"
+#: "native" when the installed extension has the snapshot encoder, else "python"
+AVAILABLE = "native" if native_core.SnapshotEncoder is not None else "python"
 
 #: the native side's code of each cell layout
 _LAYOUTS = {
@@ -61,7 +57,7 @@ class NativeSnapshotEncoder:
 
     def __init__(self, spec: SnapshotEncoder) -> None:
         self.schema = spec.schema
-        self._native = cdc_native.SnapshotEncoder(
+        self._native = native_core.SnapshotEncoder(
             spec.schema.name,
             [_plan(c) for c in spec.static],
             [_plan(c) for c in spec.regular],

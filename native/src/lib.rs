@@ -1120,6 +1120,8 @@ fn raw_rows(py: Python<'_>, data: &[u8], count: usize, width: usize) -> PyResult
         rows.append(values)?;
     }
     Ok(rows.unbind())
+}
+
 /// A column plan of the snapshot encoder: (name, layout 0 single / 1 set / 2 list / 3 map / 4 fields,
 /// value position, write time position, TTL position, a UDT's field count).
 type SnapshotColumnSpec = (String, u8, usize, usize, usize, usize);
