@@ -14,6 +14,10 @@ on local[2]):
              (scan, build, Spark's Kafka sink); the first includes the Python workers' start, the second
              is reported as the rate (no worker consumes the topic)
 
+With --build-only, only the build alone, for this checkout: the Python encoder (pipeline.core python) and the
+native one (cdc_native.SnapshotEncoder) alternating --rounds times in one process over the same rows, CPU
+s of each run (no Spark, no Kafka topic written).
+
 With --master spark://HOST:PORT (the cluster of `cdc infra up --spark`), this checkout also runs the
 bootstrap there with spark.cores.max 1 and then 2 (one executor on one 1-core worker, then one on each
 of two). The keyspace and topic are dropped at the end.
@@ -162,6 +166,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     )
     out: dict[str, Any] = {"code": str(Path(pipeline.__file__).parent.parent)}
     spec = scan_spec(config, schema, with_write_times=True)
+    if args.build_only:
+        out["builds"] = _build_cores(schema, spec, token_ranges(1), args.rounds)
+        return out
     if not args.master.startswith("spark://"):
         out["build_cpu_s"] = _build_cpu(schema, spec, token_ranges(1))
     from pipeline.spark_session import build_spark_session
@@ -194,7 +201,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _build_cpu(schema: Any, spec: Any, ranges: list[tuple[int, int]]) -> float:
-    """CPU seconds of building the whole table's events in this process, after the scan."""
+    """CPU seconds of building the whole table's events in this process, after the scan (with the
+    encoder ``pipeline.core: auto`` chooses, where the checkout has that choice)."""
     try:
         from pipeline.cassandra_scan import scan_raw_ranges
         from pipeline.snapshot_encoder import SnapshotEncoder
@@ -207,9 +215,37 @@ def _build_cpu(schema: Any, spec: Any, ranges: list[tuple[int, int]]) -> float:
         sum(len(e) for _, e in table_events(schema, rows, cluster="bench", published_at_ms=1))
         return time.process_time() - started
     raw = list(scan_raw_ranges(spec, ranges))
+    try:
+        from pipeline.snapshot_core import AVAILABLE, snapshot_encoder
+    except ImportError:  # the checkout before the native encoder
+        encoder: Any = SnapshotEncoder(schema, cluster="bench", published_at_ms=1)
+    else:
+        encoder = snapshot_encoder(schema, core=AVAILABLE, cluster="bench", published_at_ms=1)
     started = time.process_time()
-    sum(len(e) for _, e in SnapshotEncoder(schema, cluster="bench", published_at_ms=1).events(raw))
+    sum(len(e) for _, e in encoder.events(raw))
     return time.process_time() - started
+
+
+def _build_cores(
+    schema: Any, spec: Any, ranges: list[tuple[int, int]], rounds: int
+) -> dict[str, list[float]]:
+    """CPU seconds of each build of the whole table's events, the Python and the native encoder
+    alternating over the same scanned rows (``--build-only``)."""
+    from pipeline.cassandra_scan import scan_raw_ranges
+    from pipeline.snapshot_core import AVAILABLE, snapshot_encoder
+
+    if AVAILABLE != "native":
+        raise SystemExit("--build-only compares the encoders: build the native core first (make setup)")
+    raw = list(scan_raw_ranges(spec, ranges))
+    out: dict[str, list[float]] = {"python": [], "native": []}
+    for round_ in range(rounds):
+        for core in ("python", "native") if round_ % 2 == 0 else ("native", "python"):
+            encoder = snapshot_encoder(schema, core=core, cluster="bench", published_at_ms=1)
+            started = time.process_time()
+            events = sum(len(e) for _, e in encoder.events(raw))
+            out[core].append(time.process_time() - started)
+            assert events > 0
+    return out
 
 
 def _descendants(pid: int) -> list[int]:
@@ -254,6 +290,7 @@ def _run_measure(
         "--keyspace", keyspace, "--topic", topic, "--rows", str(args.rows), "--splits", str(args.splits),
         "--kafka", args.kafka, "--cassandra", args.cassandra, "--master", master,
         *(f"--spark-conf={c}" for c in conf),
+        *(["--build-only", "--rounds", str(args.rounds)] if args.build_only else []),
         *(f"--service={role}={pid}" for role, pid in _service_pids(master)),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -303,6 +340,10 @@ def main() -> int:
     parser.add_argument("--baseline", type=Path, help="an earlier checkout to measure beside this one")
     parser.add_argument("--master", default="local[2]", help="a spark:// master for the cluster runs")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--build-only", action="store_true",
+        help="only the build alone: the Python and the native encoder alternating in one process",
+    )  # fmt: skip
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tree", type=Path, default=REPO, help=argparse.SUPPRESS)
     parser.add_argument("--keyspace", help=argparse.SUPPRESS)
@@ -329,6 +370,14 @@ def main() -> int:
     try:
         write_s = write_rows(session, keyspace, args.table, args.rows, args.rows_per_partition)
         print(f"wrote {args.rows} rows in {write_s:.1f} s", flush=True)
+        if args.build_only:
+            builds = _run_measure(REPO, args, keyspace, topic, "local[2]", [])["builds"]
+            print(f"builds: {json.dumps(builds)}", flush=True)
+            report = _build_report(args, builds, load_before, _load())
+            print(report)
+            if args.out:
+                args.out.write_text(report)
+            return 0
         asyncio.run(_topic(args.kafka, topic, create=True))
         for round_ in range(args.rounds):
             order = trees if round_ % 2 == 0 else list(reversed(trees))
@@ -354,6 +403,44 @@ def main() -> int:
     if args.out:
         args.out.write_text(report + analysis_of(args.out, ANALYSIS_HEADING))
     return 0
+
+
+def _build_report(
+    args: argparse.Namespace, builds: dict[str, list[float]], load_before: str, load_after: str
+) -> str:
+    cmd = " ".join([".venv/bin/python bench/bootstrap.py", *sys.argv[1:]])
+    lines = [
+        "# bootstrap event building, Python and native encoder",
+        "",
+        f"`bench/bootstrap.py --build-only`: {args.rows:,} rows of the `{args.table}` table ({TABLE_TEXT[args.table]}; "
+        f"{args.rows_per_partition} per partition, {TABLES[args.table][2]} cells each, one row in ten with a "
+        "TTL) scanned once from one Cassandra 5.0 node (pipeline.cassandra_scan.scan_raw_ranges), then built "
+        "into raw events in the same process by each encoder, alternating, "
+        f"{args.rounds} times each: CPU s of the build alone (no scan, no Spark, no Kafka).",
+        "",
+        "```",
+        cmd,
+        "```",
+        "",
+        f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; load "
+        f"average (1, 5, 15 min) {load_before} before, {load_after} after (other work shared the machine).",
+        "",
+        "| encoder | CPU s for the table (median) | runs | CPU µs per row | rows/s, one core |",
+        "|---|---|---|---|---|",
+    ]
+    for core, name in (
+        ("python", "Python (pipeline/snapshot_encoder.py)"),
+        ("native", "native (cdc_native.SnapshotEncoder)"),
+    ):
+        runs = builds[core]
+        m = median(runs)
+        lines.append(
+            f"| {name} | {m:.3f} s | {', '.join(f'{r:.3f}' for r in runs)} | {m * 1e6 / args.rows:.1f} µs | "
+            f"{args.rows / m:,.0f} |"
+        )
+    ratio = median(builds["python"]) / median(builds["native"])
+    lines += ["", f"The native encoder builds the same events with {ratio:.1f}x less CPU.", ""]
+    return "\n".join(lines)
 
 
 def _report(

@@ -26,7 +26,7 @@ from pipeline.cassandra_scan import check_table, scan_spec, scan_table
 from pipeline.errors import PipelineError, spark_failure_line
 from pipeline.job_phases import JobPhases
 from pipeline.kafka_source import kafka_failure, kafka_format, spark_kafka_failure
-from pipeline.snapshot_encoder import SnapshotEncoder
+from pipeline.snapshot_core import chosen_core, core_words, snapshot_encoder
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
 from runtime.config import CdcConfig
@@ -156,10 +156,11 @@ def bootstrap_table(
     context = spark.sparkContext
     counters = {name: context.accumulator(0) for name in ("partitions", "rows", "cells", "events")}
     cluster = config.cluster
+    core = chosen_core(config)
 
     def build(rows: Any) -> Any:
         counted = _Counted(rows)
-        encoder = SnapshotEncoder(schema, cluster=cluster, published_at_ms=published_at_ms)
+        encoder = snapshot_encoder(schema, core=core, cluster=cluster, published_at_ms=published_at_ms)
         partitions = cells = events = 0
         for _, built in encoder.events(counted):
             partitions += 1
@@ -255,7 +256,8 @@ def run(config: CdcConfig, args: argparse.Namespace) -> int:
     print(
         f"bootstrap: {len(chosen)} tables from Cassandra {','.join(config.cassandra.contact_points)}:"
         f"{config.cassandra.port} to raw topic {config.kafka.raw_topic} ({partitions} partitions), "
-        f"{config.pipeline.bootstrap_splits} token ranges per table",
+        f"{config.pipeline.bootstrap_splits} token ranges per table, events built by the "
+        f"{core_words(chosen_core(config))}",
         flush=True,
     )
     with phases.timed("Spark session"):

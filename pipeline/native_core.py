@@ -3,6 +3,8 @@ when it is installed: the one module of the pipeline that imports it.
 
 The Spark tasks of `cdc pipeline bootstrap` cut every result page of the scan into values
 (``cassandra_scan._raw_rows``) before the events are built; in Rust that takes a third of the Python's CPU (about 3 µs a row of the bench table against 10).
+Then the events are built from those rows (``SnapshotEncoder``; ``pipeline.snapshot_core`` chooses it): about
+3 µs a row against 28 (bench/bootstrap_build.md).
 The Python code stays the specification and the fallback (a `pip install .` without a Rust toolchain),
 and tests hold both to identical output. The extension is a compiled package of the installation, not part
 of the code zip a cluster's executors get: where an executor lacks it, its tasks run the Python.
@@ -11,6 +13,7 @@ of the code zip a cluster's executors get: where an executor lacks it, its tasks
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 try:
     import cdc_native
@@ -23,3 +26,7 @@ AVAILABLE = "native" if cdc_native is not None else "python"
 raw_rows: Callable[[bytes, int, int], list[list[bytes | None]]] | None = (
     cdc_native.raw_rows if cdc_native is not None else None
 )
+
+#: the bootstrap's event builder in Rust (native/src/snapshot_events.rs; ``snapshot_encoder.SnapshotEncoder``
+#: is its specification), or None
+SnapshotEncoder: Any = getattr(cdc_native, "SnapshotEncoder", None)

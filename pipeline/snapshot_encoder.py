@@ -12,6 +12,9 @@ flags of a cell without TTL) made once. Tests hold the two to identical keys, va
 (tests/unit/pipeline/test_snapshot_encoder.py, and against a real Cassandra in
 tests/integration/test_pipeline_bootstrap.py).
 
+This module is also the specification of the native encoder (``cdc_native.SnapshotEncoder``, chosen by
+``pipeline.snapshot_core``), which the same tests hold to the same bytes.
+
 A raw row is a list: the table's columns in ``TableSchema.all_columns`` order, then the write time and
 TTL of each static and regular column (their order in the schema), then the scan time (s), each value the
 protocol's bytes or None.

@@ -288,6 +288,10 @@ class PipelineConfig:
     the row back; keep it at least the clean topics' delete.retention.ms."""
     bootstrap_splits: int = 64
     """Token ranges a bootstrap or reconcile scan of one table is cut into (Spark tasks)."""
+    core: Literal["auto", "native", "python"] = "auto"
+    """Which encoder builds the bootstrap's raw events: ``native`` (the Rust extension built by `make
+    setup`), ``python`` (the code that is its specification), or ``auto``: native when installed. The
+    job's first line says which."""
     scan_page_size: int = 1000
     """Rows per page when scanning Cassandra."""
     scan_consistency: Literal["ONE", "LOCAL_QUORUM", "QUORUM", "ALL"] = "LOCAL_QUORUM"

@@ -3,7 +3,7 @@
 //! Its modules mirror the Python modules they accelerate (agents/commitlog/segment_reader.py,
 //! agents/commitlog/mutation_decoder.py, cassandra_model/digest.py, schemas/raw_event.py); the Python
 //! modules stay the specification and the fallback, and differential tests hold both to identical
-//! output. The Python side (agents/commitlog/native_core.py) is the only caller.
+//! output. The agent's Python side is agents/commitlog/native_core.py.
 //!
 //! The batch API: `SegmentBatchReader.next_batch` reads a segment range and returns ready-to-send raw
 //! events (key and value bytes, Kafka partition, entry end) for thousands of entries per call. An entry it
@@ -13,6 +13,9 @@
 //! The worker's batch loop uses `raw_event_heads` (schemas/raw_event.py's `peek_raw_event` for a whole
 //! batch): the table and digest of each raw record, so that replica copies are dropped without a
 //! decode (app/worker_core.py chooses it).
+//!
+//! The bootstrap's `SnapshotEncoder` (snapshot_events.rs) builds the raw events of raw scan rows, a batch of
+//! rows per call (pipeline/snapshot_core.py chooses it; pipeline/snapshot_encoder.py is its specification).
 
 use std::fs::File;
 use std::sync::Arc;
@@ -20,7 +23,7 @@ use std::sync::Arc;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::intern;
-use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PySequence, PyString, PyTuple};
 
 mod change_json;
 mod digest;
@@ -30,6 +33,7 @@ mod protocol_rows;
 mod raw_event;
 mod row_codec;
 mod segment_reader;
+mod snapshot_events;
 
 use digest::{bytes_of, DigestWriter};
 use mutation_decoder::{ColumnDef, Decoded, Decoder, Mode, Outcome, RowRec, TableDef};
@@ -1118,11 +1122,173 @@ fn raw_rows(py: Python<'_>, data: &[u8], count: usize, width: usize) -> PyResult
     Ok(rows.unbind())
 }
 
+/// A column plan of the snapshot encoder: (name, layout 0 single / 1 set / 2 list / 3 map / 4 fields,
+/// value position, write time position, TTL position, a UDT's field count).
+type SnapshotColumnSpec = (String, u8, usize, usize, usize, usize);
+
+fn snapshot_columns(specs: Vec<SnapshotColumnSpec>) -> PyResult<Vec<snapshot_events::Column>> {
+    use snapshot_events::Layout;
+    specs
+        .into_iter()
+        .map(|(name, layout, value_at, time_at, ttl_at, fields)| {
+            let layout = match layout {
+                0 => Layout::Single,
+                1 => Layout::Set,
+                2 => Layout::List,
+                3 => Layout::Map,
+                4 => Layout::Fields,
+                other => return Err(PyValueError::new_err(format!("unknown cell layout {} of column {}", other, name))),
+            };
+            Ok(snapshot_events::Column { name, layout, value_at, time_at, ttl_at, fields })
+        })
+        .collect()
+}
+
+/// The bootstrap's event builder (pipeline/snapshot_encoder.py is its specification; the Python side,
+/// pipeline/snapshot_core.py, prepares the plans). `push` takes a batch of raw scan rows and returns the
+/// events of every partition the batch completes; the last partition waits for the next batch or `finish`.
+#[pyclass(module = "cdc_native")]
+struct SnapshotEncoder {
+    encoder: snapshot_events::Encoder,
+    scan_time_at: usize,
+    pending: Vec<Py<PyAny>>,
+    pending_key: Option<Vec<u8>>,
+}
+
+impl SnapshotEncoder {
+    fn row_key(&self, row: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+        let seq = row.downcast::<PySequence>()?;
+        let mut parts: Vec<Bound<'_, PyAny>> = Vec::with_capacity(self.encoder.plan.key_at.len());
+        for &at in &self.encoder.plan.key_at {
+            parts.push(seq.get_item(at)?);
+        }
+        let mut values: snapshot_events::Row<'_> = Vec::with_capacity(parts.len());
+        for p in &parts {
+            values.push(if p.is_none() { None } else { Some(p.downcast::<PyBytes>()?.as_bytes()) });
+        }
+        self.encoder.partition_key(&values).map_err(PyValueError::new_err)
+    }
+
+    /// The pending partition's events, appended to `out` as (partition key, [(key, value, md5, rows, cells)]).
+    fn flush(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let key = match self.pending_key.take() {
+            None => return Ok(()),
+            Some(key) => key,
+        };
+        let rows: Vec<Py<PyAny>> = std::mem::take(&mut self.pending);
+        let width = self.scan_time_at + 1;
+        let mut items: Vec<Vec<Bound<'_, PyAny>>> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let row = row.bind(py);
+            if let Ok(list) = row.downcast::<PyList>() {
+                if list.len() >= width {
+                    items.push(list.iter().take(width).collect());
+                    continue;
+                }
+            }
+            let row = row.downcast::<PySequence>()?;
+            if row.len()? < width {
+                return Err(PyValueError::new_err(format!(
+                    "bootstrap of {}: a raw row of {} values, not {}",
+                    self.encoder.plan.table,
+                    row.len()?,
+                    width
+                )));
+            }
+            items.push((0..width).map(|i| row.get_item(i)).collect::<PyResult<Vec<_>>>()?);
+        }
+        let scan_time: i64 = items[0][self.scan_time_at].extract()?;
+        let mut values: Vec<snapshot_events::Row<'_>> = Vec::with_capacity(items.len());
+        for row in &items {
+            let mut out: snapshot_events::Row<'_> = Vec::with_capacity(width);
+            for (i, item) in row.iter().enumerate() {
+                out.push(if i == self.scan_time_at || item.is_none() { None } else { Some(item.downcast::<PyBytes>()?.as_bytes()) });
+            }
+            values.push(out);
+        }
+        let mut events = Vec::new();
+        self.encoder.partition_events(&key, &values, scan_time, &mut events).map_err(PyValueError::new_err)?;
+        let built = PyList::empty_bound(py);
+        for e in events {
+            built.append((
+                PyBytes::new_bound(py, &e.key),
+                PyBytes::new_bound(py, &e.value),
+                PyBytes::new_bound(py, &e.md5),
+                e.rows,
+                e.cells,
+            ))?;
+        }
+        out.append((PyBytes::new_bound(py, &key), built))?;
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl SnapshotEncoder {
+    #[new]
+    #[pyo3(signature = (table, static_columns, regular, key_at, clustering_at, scan_time_at, head, key_head, digest_head, max_rows, max_bytes, no_deletion_time, list_tail))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        table: String,
+        static_columns: Vec<SnapshotColumnSpec>,
+        regular: Vec<SnapshotColumnSpec>,
+        key_at: Vec<usize>,
+        clustering_at: Vec<usize>,
+        scan_time_at: usize,
+        head: Vec<u8>,
+        key_head: Vec<u8>,
+        digest_head: Vec<u8>,
+        max_rows: usize,
+        max_bytes: i64,
+        no_deletion_time: i64,
+        list_tail: Vec<u8>,
+    ) -> PyResult<SnapshotEncoder> {
+        let plan = snapshot_events::Plan {
+            table,
+            static_columns: snapshot_columns(static_columns)?,
+            regular: snapshot_columns(regular)?,
+            key_at,
+            clustering_at,
+            head,
+            key_head,
+            digest_head,
+            max_rows,
+            max_bytes,
+            no_deletion_time,
+            list_tail,
+        };
+        Ok(SnapshotEncoder { encoder: snapshot_events::Encoder::new(plan), scan_time_at, pending: Vec::new(), pending_key: None })
+    }
+
+    /// The events of the partitions `rows` completes, as (partition key, [(key, value, md5, rows,
+    /// cells)]); a partition's rows come consecutively, as the scan gives them.
+    fn push(&mut self, py: Python<'_>, rows: &Bound<'_, PyList>) -> PyResult<Py<PyList>> {
+        let out = PyList::empty_bound(py);
+        for row in rows.iter() {
+            let key = self.row_key(&row)?;
+            if self.pending_key.as_ref() != Some(&key) {
+                self.flush(py, &out)?;
+                self.pending_key = Some(key);
+            }
+            self.pending.push(row.unbind());
+        }
+        Ok(out.unbind())
+    }
+
+    /// The events of the last partition.
+    fn finish(&mut self, py: Python<'_>) -> PyResult<Py<PyList>> {
+        let out = PyList::empty_bound(py);
+        self.flush(py, &out)?;
+        Ok(out.unbind())
+    }
+}
+
 #[pymodule]
 fn cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Catalog>()?;
     m.add_class::<SegmentBatchReader>()?;
     m.add_class::<ChangeJson>()?;
+    m.add_class::<SnapshotEncoder>()?;
     m.add_function(wrap_pyfunction!(scan_segment, m)?)?;
     m.add_function(wrap_pyfunction!(decode_entry, m)?)?;
     m.add_function(wrap_pyfunction!(murmur2, m)?)?;

@@ -23,7 +23,8 @@ from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import CleanEvent, by_key, chain_problems, read_clean_topic, select_rows
 from infra.cassandra import CassandraNode
 from pipeline import bootstrap_job
-from pipeline.cassandra_scan import scan_table
+from pipeline.cassandra_scan import scan_raw_ranges, scan_spec, scan_table, token_ranges
+from pipeline.snapshot_core import AVAILABLE, snapshot_encoder
 from pipeline.snapshot_events import table_events
 from pipeline.table_catalog import load_table_schemas
 from runtime.config import CassandraConfig, CdcConfig, KafkaConfig, PipelineConfig
@@ -257,6 +258,24 @@ def test_bootstrap_reads_every_row_then_updates_carry_its_image_and_a_rerun_adds
     assert stats["total"]["duplicates"] >= duplicates + len(snapshots) - 3, stats["total"]
     problems = [p for h in by_key(after).values() for p in chain_problems(h)]
     assert not problems, problems
+
+
+@pytest.mark.skipif(AVAILABLE != "native", reason="the native core (cdc_native) is not installed: make setup")
+def test_the_native_encoder_builds_the_python_encoders_events_from_cassandras_rows(
+    deployment: Deployment,
+) -> None:
+    spec = scan_spec(deployment.config, deployment.schema, with_write_times=True)
+    raw = list(scan_raw_ranges(spec, token_ranges(3)))
+    built = {
+        core: list(
+            snapshot_encoder(deployment.schema, core=core, cluster="c", published_at_ms=1, max_rows=2).events(
+                raw
+            )
+        )
+        for core in ("python", "native")
+    }
+    assert built["native"] == built["python"]
+    assert sum(len(events) for _, events in built["native"]) > len(built["native"]), "no partition was cut"
 
 
 def test_a_snapshot_older_than_a_live_write_loses_whatever_the_arrival_order(

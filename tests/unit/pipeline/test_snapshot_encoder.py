@@ -4,7 +4,8 @@
 Raw rows are made here from decoded ones the way Cassandra's native protocol serializes them (values as
 the project's serializer writes cells, the per-element WRITETIME and TTL lists as list<bigint> and
 list<int> with nulls); tests/integration/test_pipeline_bootstrap.py compares the two on rows a real
-Cassandra returns.
+Cassandra returns. Every case runs on both encoders ``pipeline.snapshot_core`` chooses from: the Python one
+and the native one (``cdc_native.SnapshotEncoder``), skipped only where the extension is not installed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from cassandra_model.table_schema import TableSchema
 from cassandra_model.value_serializer import serialize
 from pipeline.cassandra_scan import SCAN_TIME_KEY, UdtValue, ttl_key, write_time_key
 from pipeline.errors import PipelineError
+from pipeline.snapshot_core import AVAILABLE, NativeSnapshotEncoder, snapshot_encoder
 from pipeline.snapshot_encoder import SnapshotEncoder, avro_long
 from pipeline.snapshot_events import table_events
 from schemas.raw_event import decode_raw_event
@@ -97,13 +99,21 @@ def item(pk: int, ck: str, base: int, **extra: Any) -> tuple[dict[str, Any], dic
     return values, times
 
 
-def _same_events(schema: TableSchema, rows: list[dict[str, Any]], **limits: Any) -> int:
+@pytest.fixture(params=["python", "native"])
+def core(request: pytest.FixtureRequest) -> str:
+    if request.param == "native" and AVAILABLE != "native":
+        pytest.skip("the native core (cdc_native) is not installed: make setup builds it")
+    return request.param  # type: ignore[no-any-return]
+
+
+def _same_events(core: str, schema: TableSchema, rows: list[dict[str, Any]], **limits: Any) -> int:
     expected = [
         e
         for _, events in table_events(schema, rows, cluster="c", published_at_ms=42, **limits)
         for e in events
     ]
-    encoder = SnapshotEncoder(schema, cluster="c", published_at_ms=42, **limits)
+    encoder = snapshot_encoder(schema, core=core, cluster="c", published_at_ms=42, **limits)
+    assert isinstance(encoder, NativeSnapshotEncoder) == (core == "native")
     found = [e for _, events in encoder.events([raw_row(schema, r) for r in rows]) for e in events]
     assert len(found) == len(expected)
     for made, spec in zip(found, expected, strict=True):
@@ -112,16 +122,16 @@ def _same_events(schema: TableSchema, rows: list[dict[str, Any]], **limits: Any)
     return len(found)
 
 
-def test_every_kind_of_cell_gives_the_specifications_bytes() -> None:
+def test_every_kind_of_cell_gives_the_specifications_bytes(core: str) -> None:
     rows = []
     for pk in range(4):
         for n, ck in enumerate(("b", "c", "d")):
             values, times = item(pk, ck, 1000 * pk + 10 * n)
             rows.append(scanned(ITEMS, values, times))
-    assert _same_events(ITEMS, rows) == 4
+    assert _same_events(core, ITEMS, rows) == 4
 
 
-def test_ttls_per_cell_and_per_element_and_whole_rows_that_expire() -> None:
+def test_ttls_per_cell_and_per_element_and_whole_rows_that_expire(core: str) -> None:
     values, times = item(1, "b", 500)
     partial = scanned(ITEMS, values, times, {"v": 60, "tags": [None, 30, None], "home": [90, None, 90]})
     values, times = item(
@@ -129,46 +139,48 @@ def test_ttls_per_cell_and_per_element_and_whole_rows_that_expire() -> None:
     )
     every = {"v": 100, "fixed": 200, "frozen_set": 100, "at": 7, "raw": 1}
     whole = scanned(ITEMS, values, times, every)
-    assert _same_events(ITEMS, [partial, whole]) == 1
+    assert _same_events(core, ITEMS, [partial, whole]) == 1
 
 
-def test_rows_without_cells_and_a_partition_of_static_cells_only() -> None:
+def test_rows_without_cells_and_a_partition_of_static_cells_only(core: str) -> None:
     bare = scanned(ITEMS, {"pk": 5, "ck": "bare"}, {})
     values, times = item(5, "full", 77)
     full = scanned(ITEMS, values, times)
     static_only = scanned(ITEMS, {"pk": 6, "s": "only static", "st": {1}}, {"s": 3, "st": [4]})
     nothing = scanned(ITEMS, {"pk": 7, "ck": "x"}, {})
-    assert _same_events(ITEMS, [bare, full, static_only, nothing]) == 3
+    assert _same_events(core, ITEMS, [bare, full, static_only, nothing]) == 3
 
 
-def test_one_write_and_mixed_write_times_of_collections() -> None:
+def test_one_write_and_mixed_write_times_of_collections(core: str) -> None:
     rows = []
     for n, stamps in enumerate(([5, 5, 5], [5, 6, 5], [7, 7, 7])):
         values, times = item(8, f"r{n}", 10)
         times.update(tags=stamps, nums=stamps, attrs=stamps[:2], byint=stamps[1:])
         rows.append(scanned(ITEMS, values, times))
-    assert _same_events(ITEMS, rows) == 1
+    assert _same_events(core, ITEMS, rows) == 1
 
 
 @pytest.mark.parametrize(("max_rows", "max_bytes"), [(2, 10**6), (500, 40), (1, 1)])
-def test_wide_partitions_are_cut_where_the_specification_cuts_them(max_rows: int, max_bytes: int) -> None:
+def test_wide_partitions_are_cut_where_the_specification_cuts_them(
+    core: str, max_rows: int, max_bytes: int
+) -> None:
     rows = [
         scanned(WIDE, {"a": "k", "b": 1, "c": c, "d": d, "v": "x" * (c * 7 % 23)}, {"v": 100 + c})
         for c in range(4)
         for d in range(3)
     ] + [scanned(WIDE, {"a": "k", "b": 2, "c": 0, "d": 0, "v": None}, {})]
-    assert _same_events(WIDE, rows, max_rows=max_rows, max_bytes=max_bytes) >= 2
+    assert _same_events(core, WIDE, rows, max_rows=max_rows, max_bytes=max_bytes) >= 2
 
 
-def test_large_values_and_many_cells_take_multi_byte_lengths() -> None:
+def test_large_values_and_many_cells_take_multi_byte_lengths(core: str) -> None:
     rows = [scanned(PLAIN, {"id": i, "v": "é" * (40 * i)}, {"v": -(2**62) + i}) for i in range(6)]
-    assert _same_events(PLAIN, rows) == 6
+    assert _same_events(core, PLAIN, rows) == 6
     assert [avro_long(v) for v in (0, -1, 1, 63, 64, -(2**63), 2**63 - 1)] == [
         b"\x00", b"\x01", b"\x02", b"\x7e", b"\x80\x01", b"\xff" * 9 + b"\x01", b"\xfe" + b"\xff" * 8 + b"\x01",
     ]  # fmt: skip
 
 
-def test_write_times_that_do_not_match_the_value_are_a_clear_error() -> None:
+def test_write_times_that_do_not_match_the_value_are_a_clear_error(core: str) -> None:
     values, times = item(9, "b", 10)
     row = raw_row(ITEMS, scanned(ITEMS, values, times))
     tags = next(c for c in SnapshotEncoder(ITEMS, cluster="c", published_at_ms=1).regular if c.name == "tags")
@@ -176,7 +188,7 @@ def test_write_times_that_do_not_match_the_value_are_a_clear_error() -> None:
     row[tags.time_at] = _list([(5).to_bytes(8, "big")])  # one write time for three elements
     row[tags.ttl_at] = _list([None])
     with pytest.raises(PipelineError, match=r"bootstrap of ks\.items, column tags: WRITETIME gave 1"):
-        list(SnapshotEncoder(ITEMS, cluster="c", published_at_ms=1).events([row]))
+        list(snapshot_encoder(ITEMS, core=core, cluster="c", published_at_ms=1).events([row]))
     row[tags.time_at] = None
     with pytest.raises(PipelineError, match="column tags: WRITETIME gave null"):
-        list(SnapshotEncoder(ITEMS, cluster="c", published_at_ms=1).events([row]))
+        list(snapshot_encoder(ITEMS, core=core, cluster="c", published_at_ms=1).events([row]))
