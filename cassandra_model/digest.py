@@ -94,10 +94,15 @@ def _row(out: _Sink, row: Row) -> None:
         _blob(out, cell.raw)
 
 
+def digest_head(table_id: uuid.UUID) -> bytes:
+    """What every canonical digest of a table's partition updates starts with: the format's version and
+    the table id (the module docstring); the bootstrap's encoders start theirs from it too."""
+    return b"cdc-pu-v1" + table_id.bytes
+
+
 def update_digest(update: PartitionUpdate) -> bytes:
     """The 16-byte canonical MD5 of one partition update (see the module docstring)."""
-    out = hashlib.md5(b"cdc-pu-v1")
-    out.update(update.table_id.bytes)
+    out = hashlib.md5(digest_head(update.table_id))
     _blob(out, update.partition_key)
     _deletion(out, update.partition_deletion)
     if update.static_row is None:

@@ -16,6 +16,7 @@ from itertools import islice
 from typing import Any
 
 from cassandra_model.cql_types import CellLayout
+from cassandra_model.digest import digest_head
 from cassandra_model.partition_update import NO_DELETION_TIME
 from cassandra_model.table_schema import TableSchema
 from pipeline import native_core
@@ -66,7 +67,7 @@ class NativeSnapshotEncoder:
             spec.scan_time_at,
             spec.head,
             spec.key_head,
-            b"cdc-pu-v1" + spec.schema.table_id.bytes,
+            digest_head(spec.schema.table_id),
             spec.max_rows,
             spec.max_bytes,
             NO_DELETION_TIME,

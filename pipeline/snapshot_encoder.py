@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cassandra_model.cql_types import CellLayout
+from cassandra_model.digest import digest_head
 from cassandra_model.partition_update import NO_DELETION_TIME
 from cassandra_model.table_schema import ColumnSchema, TableSchema
 from pipeline.errors import PipelineError
@@ -242,9 +243,7 @@ class SnapshotEncoder:
             + avro_string(str(schema.table_id))
         )
         self.key_head = avro_string(schema.keyspace) + avro_string(schema.table)
-        digest = hashlib.md5(b"cdc-pu-v1")
-        digest.update(schema.table_id.bytes)
-        self.digest_head = digest
+        self.digest_head = hashlib.md5(digest_head(schema.table_id))
         # a cell without TTL: ttl 0, no deletion time, flags 0 (or empty value); the digest's state 0
         self.avro_lasting = (avro_long(0) + avro_long(NO_DELETION_TIME) + avro_long(0),
                              avro_long(0) + avro_long(NO_DELETION_TIME) + avro_long(_EMPTY_VALUE))  # fmt: skip
