@@ -20,8 +20,6 @@ try:
 except ImportError:  # not built: the Python path runs
     cdc_native = None
 
-AVAILABLE = "native" if cdc_native is not None else "python"
-
 #: ``cassandra_scan._raw_rows`` in Rust (native/src/protocol_rows.rs), or None
 raw_rows: Callable[[bytes, int, int], list[list[bytes | None]]] | None = (
     cdc_native.raw_rows if cdc_native is not None else None
