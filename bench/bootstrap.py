@@ -409,10 +409,22 @@ def main() -> int:
     return 0
 
 
+def _command_and_machine(load_before: str, load_after: str) -> list[str]:
+    """The report lines of this run's command and the machine it ran on, its load before and after."""
+    cmd = " ".join([".venv/bin/python bench/bootstrap.py", *sys.argv[1:]])
+    return [
+        "```",
+        cmd,
+        "```",
+        "",
+        f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; load "
+        f"average (1, 5, 15 min) {load_before} before, {load_after} after (other work shared the machine).",
+    ]
+
+
 def _build_report(
     args: argparse.Namespace, builds: dict[str, list[float]], load_before: str, load_after: str
 ) -> str:
-    cmd = " ".join([".venv/bin/python bench/bootstrap.py", *sys.argv[1:]])
     lines = [
         "# bootstrap event building, Python and native encoder",
         "",
@@ -422,12 +434,7 @@ def _build_report(
         "into raw events in the same process by each encoder, alternating, "
         f"{args.rounds} times each: CPU s of the build alone (no scan, no Spark, no Kafka).",
         "",
-        "```",
-        cmd,
-        "```",
-        "",
-        f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; load "
-        f"average (1, 5, 15 min) {load_before} before, {load_after} after (other work shared the machine).",
+        *_command_and_machine(load_before, load_after),
         "",
         "| encoder | CPU s for the table (median) | runs | CPU µs per row | rows/s, one core |",
         "|---|---|---|---|---|",
@@ -455,7 +462,6 @@ def _report(
     load_before: str,
     load_after: str,
 ) -> str:
-    cmd = " ".join([".venv/bin/python bench/bootstrap.py", *sys.argv[1:]])
     lines = [
         "# bootstrap rows/s",
         "",
@@ -465,12 +471,7 @@ def _report(
         "3.9 and one Cassandra 5.0 node on the same machine. Each run is a process of its own with its own "
         "Spark JVM; the checkouts alternate.",
         "",
-        "```",
-        cmd,
-        "```",
-        "",
-        f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; load "
-        f"average (1, 5, 15 min) {load_before} before, {load_after} after (other work shared the machine).",
+        *_command_and_machine(load_before, load_after),
         "",
         "Rates are wall clock. The CPU per row is that of every process the job used while it ran (the "
         "Spark JVM and its Python workers, Cassandra, Kafka; on the cluster the executors), so it does not "
