@@ -20,8 +20,8 @@ from faust.web import Request, Response, View
 from yarl import URL
 
 from app.key_parser import parse_primary_key
-from app.key_partition import key_partition
 from cassandra_model.table_schema import TableSchema
+from runtime.key_partition import key_partition
 from runtime.secrets import Secret
 from schemas.change_json import json_value_row
 from schemas.raw_event import encode_raw_key

@@ -29,9 +29,9 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import RecordMetadata
 
 from app.errors import TransactionFailed, TransactionInDoubt
-from app.key_partition import key_partitions
 from runtime.config import KafkaConfig
 from runtime.kafka_clients import make_producer, start_kafka_client, stop_client
+from runtime.key_partition import key_partitions
 
 log = logging.getLogger(__name__)
 

@@ -66,12 +66,12 @@ from agent_pipeline import cpu_seconds, proc_status, say  # noqa: E402
 from report_analysis import analysis_of  # noqa: E402
 from worker_pipeline import WorkerProcess, code_version, cpu_model, mem_total_gb, uptime  # noqa: E402
 
-from app.key_partition import key_partition  # noqa: E402
 from app.partition_states import changelog_topic  # noqa: E402
 from cassandra_model.ddl_parser import load_schema_from_cql  # noqa: E402
 from infra.settings import InfraSettings  # noqa: E402
 from runtime.config import KafkaConfig  # noqa: E402
 from runtime.kafka_topics import TopicSpec, ensure_topics  # noqa: E402
+from runtime.key_partition import key_partition  # noqa: E402
 from runtime.service_process import free_port  # noqa: E402
 from schemas.raw_event import encode_raw_event, encode_raw_key  # noqa: E402
 from schemas.schema_event import schema_event  # noqa: E402

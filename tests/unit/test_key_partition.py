@@ -9,7 +9,7 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.partitioner import murmur2 as reference_murmur2
 
-from app.key_partition import key_partition, key_partitions, murmur2
+from runtime.key_partition import key_partition, key_partitions, murmur2
 
 
 @pytest.mark.parametrize("length", range(0, 70))
