@@ -2,8 +2,9 @@
 
 Each table is scanned from Cassandra by token range with the write time and TTL of every cell
 (``pipeline.cassandra_scan``), each partition becomes raw events of the agents' shape
-(``pipeline.snapshot_events``), and Spark's Kafka sink writes them to the raw topic with the agents' key,
-so Kafka's default murmur2 partitioner puts them in the same partition as the partition's live events.
+(``pipeline.snapshot_events``), and the task that built them publishes them to the raw topic with the
+agents' key (``pipeline.raw_topic_writer``), in the partition Kafka's default murmur2 partitioner gives it:
+the same as the partition's live events.
 The workers merge them with last-write-wins like any write and emit ``op = r`` for rows they did not
 know, so later changes carry full before images. Safe while the stream runs: a live write newer than
 the snapshot wins whichever arrives first; a second run repeats the digests and emits nothing.
@@ -25,7 +26,8 @@ from cassandra_model.table_schema import TableSchema
 from pipeline.cassandra_scan import check_table, scan_spec, scan_table
 from pipeline.errors import PipelineError, spark_failure_line
 from pipeline.job_phases import JobPhases
-from pipeline.kafka_source import kafka_failure, kafka_format, spark_kafka_failure
+from pipeline.kafka_source import kafka_failure, spark_kafka_failure
+from pipeline.raw_topic_writer import RawTopicWriter
 from pipeline.snapshot_core import chosen_core, core_words, snapshot_encoder
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
@@ -96,8 +98,8 @@ async def _raw_partitions(config: CdcConfig) -> int:
 
 
 def check_raw_topic(config: CdcConfig) -> int:
-    """The raw topic's partition count. It must exist: a topic the Kafka sink auto-created would have
-    the broker's default count, and keys would land apart from the agents' events."""
+    """The raw topic's partition count. It must exist: a topic Kafka auto-created on the first write
+    would have the broker's default count, and keys would land apart from the agents' events."""
     kafka = config.kafka
     try:
         partitions = asyncio.run(_raw_partitions(config))
@@ -145,57 +147,46 @@ class _Progress(threading.Thread):
 
 
 def bootstrap_table(
-    spark: SparkSession, config: CdcConfig, schema: TableSchema, *, published_at_ms: int
+    spark: SparkSession, config: CdcConfig, schema: TableSchema, *, raw_partitions: int, published_at_ms: int
 ) -> TableSummary:
-    """Scan one table and publish its raw events; returns the counts."""
-    from pyspark.sql.types import BinaryType, StructField, StructType
-
+    """Scan one table and publish its raw events to the raw topic of ``raw_partitions`` partitions from
+    the tasks that build them; returns the counts."""
     splits = config.pipeline.bootstrap_splits if config.pipeline else 64
     summary = TableSummary(schema.name, ranges=splits)
     started = time.monotonic()
     context = spark.sparkContext
     counters = {name: context.accumulator(0) for name in ("partitions", "rows", "cells", "events")}
     cluster = config.cluster
+    kafka = config.kafka
     core = chosen_core(config)
 
-    def build(rows: Any) -> Any:
+    def publish(rows: Any) -> None:
         counted = _Counted(rows)
         encoder = snapshot_encoder(schema, core=core, cluster=cluster, published_at_ms=published_at_ms)
+        writer = RawTopicWriter(kafka, raw_partitions, what=f"raw events of {schema.name}")
         partitions = cells = events = 0
         for _, built in encoder.events(counted):
             partitions += 1
             for event in built:
                 cells += event.cells
                 events += 1
-                yield (event.key, event.value)
+                writer.write(event.key, event.value)
+        writer.finish()
         for name, count in (("partitions", partitions), ("cells", cells), ("events", events)):
             counters[name].add(count)
         counters["rows"].add(counted.count)
 
     rows = scan_table(spark, config, schema, with_write_times=True, splits=splits, raw=True)
-    frame = spark.createDataFrame(
-        rows.mapPartitions(build),
-        StructType([StructField("key", BinaryType(), False), StructField("value", BinaryType(), False)]),
-    )
     group = f"cdc-bootstrap-{schema.keyspace}.{schema.table}-{published_at_ms}"
     context.setJobGroup(group, f"bootstrap of {schema.name}")
     progress = _Progress(spark, group, summary, counters["rows"])
     progress.start()
     try:
-        (
-            kafka_format(frame.write, config.kafka)
-            .option("kafka.acks", "all")
-            .option("kafka.enable.idempotence", "true")
-            .option("kafka.linger.ms", "20")
-            .option("kafka.batch.size", str(1 << 20))
-            .option("kafka.request.timeout.ms", str(config.kafka.request_timeout_ms))
-            .option("topic", config.kafka.raw_topic)
-            .save()
-        )
+        rows.foreachPartition(publish)
     except Exception as exc:  # Py4JJavaError / PythonException from a task: keep the useful line
         raise PipelineError(
-            f"bootstrap of {schema.name} to raw topic {config.kafka.raw_topic!r} failed: "
-            f"{spark_kafka_failure(spark_failure_line(exc), config.kafka)}"
+            f"bootstrap of {schema.name} to raw topic {kafka.raw_topic!r} failed: "
+            f"{spark_kafka_failure(spark_failure_line(exc), kafka)}"
         ) from exc
     finally:
         progress.stopped.set()
@@ -264,8 +255,10 @@ def run(config: CdcConfig, args: argparse.Namespace) -> int:
         spark = build_spark_session(config.pipeline, "cdc-bootstrap")
     published_at_ms = int(time.time() * 1000)
     for schema in chosen:
-        with phases.timed("table scans and Kafka sink"):
-            table = bootstrap_table(spark, config, schema, published_at_ms=published_at_ms)
+        with phases.timed("table scans and publishing"):
+            table = bootstrap_table(
+                spark, config, schema, raw_partitions=partitions, published_at_ms=published_at_ms
+            )
         print(
             f"bootstrap {table.table}: {table.ranges}/{table.ranges} ranges, {table.rows} rows, "
             f"{table.events} events, {table.rows_per_s:.0f} rows/s",

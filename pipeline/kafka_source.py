@@ -56,9 +56,9 @@ def kafka_format(target: _Target, kafka: KafkaConfig) -> _Target:
     return configurable.format("kafka").options(**kafka_options(kafka))  # type: ignore[no-any-return]
 
 
-def kafka_failure(exc: BaseException, kafka: KafkaConfig, doing: str) -> PipelineError:
+def kafka_failure(exc: BaseException, kafka: KafkaConfig, doing: str, *, at: str = "from") -> PipelineError:
     """The PipelineError for an aiokafka client that failed while ``doing`` (e.g. "read the schema topic
-    'cdc.schemas'"): the actionable reason (naming the ``kafka.security`` key) when security is at fault,
+    'cdc.schemas'"; ``at`` Kafka: "from", or "on" for what is written): the actionable reason (naming the ``kafka.security`` key) when security is at fault,
     else ServiceUnreachable naming kafka.bootstrap_servers. Never holds a secret."""
     if isinstance(exc, KafkaAccessError):  # start_kafka_client found out why already
         reason: str | None = str(exc.args[0]) if exc.args else str(exc)  # str() adds the class name
@@ -68,10 +68,10 @@ def kafka_failure(exc: BaseException, kafka: KafkaConfig, doing: str) -> Pipelin
         # aiokafka logs why a bootstrap failed and raises only "Unable to bootstrap from ...": ask again
         reason = _diagnose(kafka)
     if reason is not None:
-        return PipelineError(f"cannot {doing} from Kafka at {kafka.bootstrap_servers}: {reason}")
+        return PipelineError(f"cannot {doing} {at} Kafka at {kafka.bootstrap_servers}: {reason}")
     text = scrub(str(exc) or type(exc).__name__, _secrets(kafka))
     return ServiceUnreachable(
-        f"cannot {doing} from Kafka at {kafka.bootstrap_servers} (config kafka.bootstrap_servers): {text}"
+        f"cannot {doing} {at} Kafka at {kafka.bootstrap_servers} (config kafka.bootstrap_servers): {text}"
     )
 
 

@@ -410,7 +410,8 @@ def test_no_secret_shows_in_spark_ui_logs_or_event_log_on_a_cluster(
     password and a client key: no password, JAAS line or key line shows in the driver UI's REST API (polled
     while each job runs), the event logs, the driver's output, or the cluster's daemon and executor logs.
     The secured options do reach Spark: the event log and the UI's SQL plans show them, masked. (With
-    Spark's default redaction patterns the lines of the PEM key show in both: the bootstrap's Kafka write.)"""
+    Spark's default redaction patterns the lines of the PEM key show in both. The bootstrap publishes with
+    the project's own Kafka client: its secrets travel in the serialized tasks.)"""
     material = secured.material
     kafka_key, kafka_key_password = _triple_des_key(secured)
     events = secured.folder / "spark-events"
