@@ -101,8 +101,9 @@ class _Producer:
         self.loop.close()
 
 
-#: this process's producers, by the kafka section that made them
+#: this process's producers, by the kafka section that made them, the most recently used last
 _PRODUCERS: dict[bytes, _Producer] = {}
+_PRODUCERS_KEPT = 2
 
 
 def _close_producers() -> None:
@@ -129,9 +130,12 @@ class RawTopicWriter:
         self._producer = self._guarded(self._open)
 
     def _open(self) -> _Producer:
-        producer = _PRODUCERS.get(self._key)
+        producer = _PRODUCERS.pop(self._key, None)
         if producer is None:
-            producer = _PRODUCERS[self._key] = _Producer(self.kafka)
+            producer = _Producer(self.kafka)
+            while len(_PRODUCERS) >= _PRODUCERS_KEPT:  # a worker that served jobs of other configs
+                _PRODUCERS.pop(next(iter(_PRODUCERS))).close()
+        _PRODUCERS[self._key] = producer
         return producer
 
     def write(self, key: bytes, value: bytes) -> None:

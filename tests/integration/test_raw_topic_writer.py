@@ -109,3 +109,16 @@ def test_an_unreachable_broker_is_an_error_naming_the_setting() -> None:
     assert "publish the raw events of ks.t to raw topic 'cdc.raw' on Kafka at 127.0.0.1:1" in message, message
     assert "kafka.bootstrap_servers" in message, message
     assert not raw_topic_writer._PRODUCERS
+
+
+def test_a_process_keeps_two_producers_at_most(kafka_bootstrap: str) -> None:
+    """A Python worker that serves jobs of several configs closes the producer it used least recently."""
+    configs = [_topic(kafka_bootstrap) for _ in range(3)]
+    for kafka in [*configs, configs[1]]:
+        writer = RawTopicWriter(kafka, PARTITIONS, what=f"records for {kafka.raw_topic}")
+        writer.write(b"key", kafka.raw_topic.encode())
+        writer.finish()
+    kept = list(raw_topic_writer._PRODUCERS.values())
+    assert [p.kafka.raw_topic for p in kept] == [configs[2].raw_topic, configs[1].raw_topic]
+    for kafka, times in zip(configs, (1, 2, 1), strict=True):
+        assert [v for _, _, _, v in _read(kafka, times)] == [kafka.raw_topic.encode()] * times
