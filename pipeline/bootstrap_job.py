@@ -28,7 +28,7 @@ from pipeline.errors import PipelineError, spark_failure_line
 from pipeline.job_phases import JobPhases
 from pipeline.kafka_source import kafka_failure, spark_kafka_failure
 from pipeline.raw_topic_writer import RawTopicWriter
-from pipeline.snapshot_core import chosen_core, core_words, snapshot_encoder
+from pipeline.snapshot_core import NativeSnapshotEncoder, chosen_core, core_words, snapshot_encoder
 from pipeline.spark_session import build_spark_session
 from pipeline.table_catalog import load_table_schemas, select_tables
 from runtime.config import CdcConfig
@@ -55,6 +55,9 @@ class TableSummary:
     cells: int = 0
     events: int = 0
     seconds: float = 0.0
+    fallback_rows: int = 0
+    """Rows whose events an executor built with the Python encoder although the native one was chosen:
+    that executor's Python has no native core (same events, several times the CPU)."""
 
     @property
     def rows_per_s(self) -> float:
@@ -84,6 +87,12 @@ class BootstrapSummary:
             for t in self.tables
         ]
         lines += [f"  {name}: skipped (counter table, no WRITETIME on counters)" for name in self.skipped]
+        lines += [
+            f"  warning: {t.table}: {t.fallback_rows} rows built by the Python encoder on executors whose "
+            "Python has no native core (same events, several times the CPU; see pipeline.executor_python)"
+            for t in self.tables
+            if t.fallback_rows
+        ]
         return "\n".join(lines)
 
 
@@ -155,7 +164,9 @@ def bootstrap_table(
     summary = TableSummary(schema.name, ranges=splits)
     started = time.monotonic()
     context = spark.sparkContext
-    counters = {name: context.accumulator(0) for name in ("partitions", "rows", "cells", "events")}
+    counters = {
+        name: context.accumulator(0) for name in ("partitions", "rows", "cells", "events", "fallback_rows")
+    }
     cluster = config.cluster
     kafka = config.kafka
     core = chosen_core(config)
@@ -175,6 +186,8 @@ def bootstrap_table(
         for name, count in (("partitions", partitions), ("cells", cells), ("events", events)):
             counters[name].add(count)
         counters["rows"].add(counted.count)
+        if core == "native" and not isinstance(encoder, NativeSnapshotEncoder):
+            counters["fallback_rows"].add(counted.count)
 
     rows = scan_table(spark, config, schema, with_write_times=True, splits=splits, raw=True)
     group = f"cdc-bootstrap-{schema.keyspace}.{schema.table}-{published_at_ms}"

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
+import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
@@ -33,6 +38,7 @@ from schemas.driver_rows import key_text
 from schemas.raw_event import decode_raw_event, is_snapshot_source
 from tests.integration.agent_harness import RawTopic, new_agent, running_agents, unique_name, wait_until
 from tests.integration.worker_harness import WorkerProcess, group_lag, worker_config
+from tests.unit.without_native import HIDE_NATIVE_CORE
 
 RAW_PARTITIONS = 6
 TABLE = "items"
@@ -181,6 +187,27 @@ def deployment(
             worker.ensure_stopped()
 
 
+def _republished_unchanged(deployment: Deployment, publish: Callable[[], int], what: str) -> list[CleanEvent]:
+    """Runs ``publish``, which publishes snapshot events again and returns how many, and checks that the
+    worker dropped them: no clean event, and their digests counted as duplicates, all but three (pk 0 and
+    4 hold TTL'd cells, whose computed expiry may move by a second between runs, and one partition may have
+    been updated since). Returns the clean events after it."""
+    deployment.idle()
+    before = deployment.events()
+    _, stats = deployment.worker.rest("/stats")
+    duplicates = stats["total"]["duplicates"]
+    published = publish()
+    deployment.idle()
+    after = deployment.events()
+    known = {(e.partition, e.offset) for e in before}
+    assert len(after) == len(before), (
+        f"{what} emitted {[e.value for e in after if (e.partition, e.offset) not in known]}"
+    )
+    _, stats = deployment.worker.rest("/stats")
+    assert stats["total"]["duplicates"] >= duplicates + published - 3, stats["total"]
+    return after
+
+
 def _keyed(events: list[CleanEvent]) -> dict[str, list[CleanEvent]]:
     return {k: [e for e in h if e.value is not None] for k, h in by_key(events).items()}
 
@@ -240,22 +267,12 @@ def test_bootstrap_reads_every_row_then_updates_carry_its_image_and_a_rerun_adds
     assert update.value["after"] == select_rows(session, deployment.schema)[wanted]
 
     # a second run publishes the same digests: the worker drops them, no clean event
-    before = deployment.events()
-    _, stats = deployment.worker.rest("/stats")
-    duplicates = stats["total"]["duplicates"]
-    assert (
-        bootstrap_job.run(deployment.config, argparse.Namespace(tables=f"{deployment.keyspace}.{TABLE}")) == 0
-    )
-    deployment.idle()
-    after = deployment.events()
-    known = {(e.partition, e.offset) for e in before}
-    assert len(after) == len(before), (
-        f"a second run emitted {[e.value for e in after if (e.partition, e.offset) not in known]}"
-    )
-    _, stats = deployment.worker.rest("/stats")
-    # all but three partitions repeat their digests: pk 0 and 4 hold TTL'd cells (their computed expiry
-    # may move by a second between runs), one partition was updated since the first run
-    assert stats["total"]["duplicates"] >= duplicates + len(snapshots) - 3, stats["total"]
+    def second_run() -> int:
+        tables = f"{deployment.keyspace}.{TABLE}"
+        assert bootstrap_job.run(deployment.config, argparse.Namespace(tables=tables)) == 0
+        return len(snapshots)
+
+    after = _republished_unchanged(deployment, second_run, "a second run")
     problems = [p for h in by_key(after).values() for p in chain_problems(h)]
     assert not problems, problems
 
@@ -323,3 +340,76 @@ def test_a_snapshot_older_than_a_live_write_loses_whatever_the_arrival_order(
     assert expected[key_text({"pk": pk, "ck": "b"})]["v"] == 555
     late = histories[key_text({"pk": pk, "ck": "b"})][-1].value
     assert late["source"]["snapshot"] == "false", "the older snapshot changed the row after the live write"
+
+
+@pytest.mark.skipif(AVAILABLE != "native", reason="needs the native core on the driver")
+def test_executors_without_the_native_core_publish_the_same_events_and_the_job_says_so(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    """`cdc pipeline bootstrap` whose executors' Python cannot import the native core: the tasks build the
+    events with the Python encoder, the job's summary warns with the count of those rows, and the events
+    are byte for byte the native ones: the worker finds every digest known and emits nothing."""
+    hider = tmp_path / "no-native"
+    hider.mkdir()
+    (hider / "sitecustomize.py").write_text(HIDE_NATIVE_CORE)
+    executor_python = tmp_path / "python-without-native-core"
+    executor_python.write_text(
+        f'#!/bin/sh\nPYTHONPATH="{hider}${{PYTHONPATH:+:$PYTHONPATH}}" exec {sys.executable} "$@"\n'
+    )
+    executor_python.chmod(0o755)
+    config = deployment.config
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "cluster": config.cluster,
+                "kafka": {
+                    "bootstrap_servers": config.kafka.bootstrap_servers,
+                    "raw_topic": config.kafka.raw_topic,
+                    "schema_topic": config.kafka.schema_topic,
+                    "raw_partitions": config.kafka.raw_partitions,
+                },
+                "cassandra": {
+                    "contact_points": config.cassandra.contact_points,
+                    "port": config.cassandra.port,
+                },
+                "pipeline": {
+                    "lake_directory": str(tmp_path / "lake"),
+                    "bootstrap_splits": 8,
+                    "executor_python": str(executor_python),
+                },
+            }
+        )
+    )
+    table = f"{deployment.keyspace}.{TABLE}"
+
+    def without_native_core() -> int:
+        done = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "cdc"),
+                "pipeline",
+                "bootstrap",
+                "--config",
+                str(path),
+                "--tables",
+                table,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        assert "events built by the native core" in done.stdout, done.stdout
+        counts = re.search(
+            rf"bootstrap {re.escape(table)}: \d+/\d+ ranges, (\d+) rows, (\d+) events", done.stdout
+        )
+        assert counts, done.stdout
+        rows, events = int(counts[1]), int(counts[2])
+        assert rows > 0
+        assert f"warning: {table}: {rows} rows built by the Python encoder on executors" in done.stdout, (
+            done.stdout
+        )
+        return events
+
+    _republished_unchanged(deployment, without_native_core, "a run on executors without the native core")

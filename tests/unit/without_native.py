@@ -10,7 +10,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-_NO_NATIVE = """
+#: an importer that refuses `cdc_native`, put first (a snippet's head, or a sitecustomize.py)
+HIDE_NATIVE_CORE = """
 import sys
 
 class _NoNative:
@@ -25,7 +26,7 @@ sys.meta_path.insert(0, _NoNative())
 
 def run_snippet(code: str, *, native_importable: bool) -> dict[str, object]:
     """The JSON object the snippet prints last, run from the repository's root."""
-    code = ("" if native_importable else _NO_NATIVE) + code
+    code = ("" if native_importable else HIDE_NATIVE_CORE) + code
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
