@@ -17,13 +17,14 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aiokafka.errors import KafkaError
 
 from cassandra_model.table_schema import TableSchema
-from pipeline.cassandra_scan import check_table, scan_spec, scan_table
+from pipeline.cassandra_scan import RawPage, check_table, scan_spec, scan_table
 from pipeline.errors import PipelineError, spark_failure_line
 from pipeline.job_phases import JobPhases
 from pipeline.kafka_source import kafka_failure, spark_kafka_failure
@@ -171,12 +172,12 @@ def bootstrap_table(
     kafka = config.kafka
     core = chosen_core(config)
 
-    def publish(rows: Any) -> None:
-        counted = _Counted(rows)
+    def publish(pages: Iterable[RawPage]) -> None:
+        counted = _Counted(pages)
         encoder = snapshot_encoder(schema, core=core, cluster=cluster, published_at_ms=published_at_ms)
         writer = RawTopicWriter(kafka, raw_partitions, what=f"raw events of {schema.name}")
         partitions = cells = events = 0
-        for _, built in encoder.events(counted):
+        for _, built in encoder.events_of_pages(counted):
             partitions += 1
             for event in built:
                 cells += event.cells
@@ -189,13 +190,13 @@ def bootstrap_table(
         if core == "native" and not isinstance(encoder, NativeSnapshotEncoder):
             counters["fallback_rows"].add(counted.count)
 
-    rows = scan_table(spark, config, schema, with_write_times=True, splits=splits, raw=True)
+    pages = scan_table(spark, config, schema, with_write_times=True, splits=splits, raw_pages=True)
     group = f"cdc-bootstrap-{schema.keyspace}.{schema.table}-{published_at_ms}"
     context.setJobGroup(group, f"bootstrap of {schema.name}")
     progress = _Progress(spark, group, summary, counters["rows"])
     progress.start()
     try:
-        rows.foreachPartition(publish)
+        pages.foreachPartition(publish)
     except Exception as exc:  # Py4JJavaError / PythonException from a task: keep the useful line
         raise PipelineError(
             f"bootstrap of {schema.name} to raw topic {kafka.raw_topic!r} failed: "
@@ -211,21 +212,21 @@ def bootstrap_table(
 
 
 class _Counted:
-    """Counts the rows a task's generator pulls from the scan."""
+    """Counts the rows of the pages a task's encoder pulls from the scan."""
 
-    __slots__ = ("count", "rows")
+    __slots__ = ("count", "pages")
 
-    def __init__(self, rows: Any) -> None:
-        self.rows = iter(rows)
+    def __init__(self, pages: Iterable[RawPage]) -> None:
+        self.pages = iter(pages)
         self.count = 0
 
     def __iter__(self) -> _Counted:
         return self
 
-    def __next__(self) -> Any:
-        row = next(self.rows)
-        self.count += 1
-        return row
+    def __next__(self) -> RawPage:
+        page = next(self.pages)
+        self.count += page.count
+        return page
 
 
 def run(config: CdcConfig, args: argparse.Namespace) -> int:

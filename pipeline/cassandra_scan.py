@@ -228,9 +228,29 @@ def page_rows(data: bytes, count: int, width: int) -> list[list[bytes | None]]:
         raise PipelineError(f"bootstrap scan: a result page of {count} rows is malformed: {exc}") from exc
 
 
+@dataclass(slots=True, frozen=True)
+class RawPage:
+    """One result page of a raw scan, not cut into values: ``count`` rows of ``width`` values, each an
+    int32 length (negative: null) and its bytes, as the protocol sends them; ``scan_time`` is when its
+    token range's read began (s since the epoch, what its TTLs count from)."""
+
+    data: bytes
+    count: int
+    width: int
+    scan_time: int
+
+    def rows(self) -> list[list[Any]]:
+        """Its raw rows (``page_rows``), each with the scan time appended: ``scan_raw_ranges``' rows."""
+        rows: list[list[Any]] = page_rows(self.data, self.count, self.width)
+        for row in rows:
+            row.append(self.scan_time)
+        return rows
+
+
 def _raw_protocol_handler() -> Any:
-    """A cassandra-driver protocol handler whose result rows are lists of the values' bytes (the
-    bootstrap encodes them into cells as they are: ``pipeline.snapshot_encoder``)."""
+    """A cassandra-driver protocol handler whose result pages are left whole, each one "row" of
+    (data, count, width): the bootstrap's scan cuts them (``page_rows``) or hands them to the native
+    encoder as they are."""
     from cassandra.protocol import ResultMessage, _ProtocolHandler, read_int
 
     class RawRowsMessage(ResultMessage):  # type: ignore[misc]
@@ -240,7 +260,7 @@ def _raw_protocol_handler() -> Any:
             self.recv_results_metadata(f, user_type_map)
             column_metadata = self.column_metadata or result_metadata
             count = read_int(f)
-            self.parsed_rows = page_rows(f.read(), count, len(column_metadata))
+            self.parsed_rows = [(f.read(), count, len(column_metadata))]
             self.column_names = [c[2] for c in column_metadata]
             self.column_types = [c[3] for c in column_metadata]
 
@@ -394,15 +414,21 @@ def scan_ranges(spec: ScanSpec, ranges: Iterable[tuple[int, int]]) -> Iterator[d
                 yield row
 
 
-def scan_raw_ranges(spec: ScanSpec, ranges: Iterable[tuple[int, int]]) -> Iterator[list[Any]]:
-    """The rows of the given token ranges with write times, undecoded (``snapshot_encoder``'s raw rows:
-    the values' bytes, then the scan time); one connection per process, kept between tasks."""
+def scan_raw_pages(spec: ScanSpec, ranges: Iterable[tuple[int, int]]) -> Iterator[RawPage]:
+    """The result pages of the given token ranges with write times, their values not cut; one
+    connection per process, kept between tasks."""
     with _task_statement(spec, raw=True) as (session, statement):
         for start, end in ranges:
             scan_time = int(time.time())
-            for row in session.execute(statement, (start, end)):
-                row.append(scan_time)
-                yield row
+            for data, count, width in session.execute(statement, (start, end)):
+                yield RawPage(data, count, width, scan_time)
+
+
+def scan_raw_ranges(spec: ScanSpec, ranges: Iterable[tuple[int, int]]) -> Iterator[list[Any]]:
+    """The rows of the given token ranges with write times, undecoded (``snapshot_encoder``'s raw rows:
+    the values' bytes, then the scan time)."""
+    for page in scan_raw_pages(spec, ranges):
+        yield from page.rows()
 
 
 def scan_table(
@@ -413,15 +439,15 @@ def scan_table(
     with_write_times: bool,
     consistency: str | None = None,
     splits: int | None = None,
-    raw: bool = False,
+    raw_pages: bool = False,
 ) -> RDD[Any]:
-    """Every row of a table as an RDD of dicts (see the module docstring), or with ``raw`` (and write
-    times) of undecoded rows (``scan_raw_ranges``), one Spark partition per token range (``splits``,
+    """Every row of a table as an RDD of dicts (see the module docstring), or with ``raw_pages`` (and
+    write times) of its result pages, not cut (``scan_raw_pages``), one Spark partition per token range (``splits``,
     default ``pipeline.bootstrap_splits``). Checks on the driver first that Cassandra answers and accepts
     the query, so a bad address or schema fails with a clear error, not in a task."""
     spec = scan_spec(config, schema, with_write_times=with_write_times, consistency=consistency)
     count = splits if splits is not None else (config.pipeline.bootstrap_splits if config.pipeline else 64)
     ranges = token_ranges(count)
     check_table(spec)
-    scan = scan_raw_ranges if raw else scan_ranges
+    scan = scan_raw_pages if raw_pages else scan_ranges
     return spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(lambda part: scan(spec, part))

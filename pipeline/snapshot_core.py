@@ -6,7 +6,8 @@ extension is not installed.
 Both give, per partition of consecutive raw rows, its key and its ``SnapshotEvent``s, byte for byte the same
 (tests/unit/pipeline/test_snapshot_core.py). The native one is built from the Python encoder's plans (column
 positions and layouts, the record's head, the digest's head), so the two read one description of the table;
-rows cross into Rust a batch at a time, and its errors come back as the Python encoder's ``PipelineError``s.
+rows cross into Rust a batch at a time, or (``events_of_pages``, the bootstrap's way) a whole result page
+at a time, never cut into Python values; its errors come back as the Python encoder's ``PipelineError``s.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from cassandra_model.digest import digest_head
 from cassandra_model.partition_update import NO_DELETION_TIME
 from cassandra_model.table_schema import TableSchema
 from pipeline import native_core
+from pipeline.cassandra_scan import RawPage
 from pipeline.errors import PipelineError
 from pipeline.snapshot_encoder import SnapshotEncoder, _Column
 from pipeline.snapshot_events import MAX_BYTES_PER_EVENT, MAX_ROWS_PER_EVENT, SnapshotEvent
@@ -79,6 +81,13 @@ class NativeSnapshotEncoder:
         source = iter(rows)
         while batch := list(islice(source, BATCH_ROWS)):
             yield from self._built(self._native.push, batch)
+        yield from self._built(self._native.finish)
+
+    def events_of_pages(self, pages: Iterable[RawPage]) -> Iterator[tuple[bytes, list[SnapshotEvent]]]:
+        """``events`` of the pages' rows, each page handed over whole: its values are cut and read in
+        the native code and never become Python objects."""
+        for page in pages:
+            yield from self._built(self._native.push_page, page.data, page.count, page.width, page.scan_time)
         yield from self._built(self._native.finish)
 
     def _built(self, call: Any, *args: Any) -> Iterator[tuple[bytes, list[SnapshotEvent]]]:

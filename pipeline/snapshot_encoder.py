@@ -26,7 +26,7 @@ import hashlib
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cassandra_model.cql_types import CellLayout
 from cassandra_model.digest import digest_head
@@ -36,6 +36,9 @@ from pipeline.errors import PipelineError
 from pipeline.snapshot_events import MAX_BYTES_PER_EVENT, MAX_ROWS_PER_EVENT, SnapshotEvent
 from schemas.raw_event import RAW_FORMAT, SNAPSHOT_DESCRIPTOR_VERSION, SNAPSHOT_NODE, SNAPSHOT_SEGMENT_ID
 from state.snapshot_lists import SNAPSHOT_LIST_PATH_TAIL
+
+if TYPE_CHECKING:
+    from pipeline.cassandra_scan import RawPage
 
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -516,6 +519,10 @@ class SnapshotEncoder:
             pending.append(row)
         if pending:
             yield key, self.partition_events(key, pending)  # type: ignore[arg-type]
+
+    def events_of_pages(self, pages: Iterable[RawPage]) -> Iterator[tuple[bytes, list[SnapshotEvent]]]:
+        """``events`` of the pages' rows (``RawPage.rows``: the page cut, the scan time appended)."""
+        return self.events(row for page in pages for row in page.rows())
 
     def partition_events(self, key: bytes, rows: list[list[Any]]) -> list[SnapshotEvent]:
         scan_time = rows[0][self.scan_time_at]

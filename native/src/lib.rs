@@ -15,7 +15,8 @@
 //! decode (app/worker_core.py chooses it).
 //!
 //! The bootstrap's `SnapshotEncoder` (snapshot_events.rs) builds the raw events of raw scan rows, a batch of
-//! rows per call (pipeline/snapshot_core.py chooses it; pipeline/snapshot_encoder.py is its specification).
+//! rows or a whole result page per call (pipeline/snapshot_core.py chooses it; pipeline/snapshot_encoder.py
+//! is its specification).
 
 use std::fs::File;
 use std::sync::Arc;
@@ -1153,6 +1154,11 @@ struct SnapshotEncoder {
     scan_time_at: usize,
     pending: Vec<Py<PyAny>>,
     pending_key: Option<Vec<u8>>,
+    /// The pending partition's rows from `push_page`: their values' bytes copied end to end (a partition
+    /// may continue on the next page), `scan_time_at` spans per row into them, and the page's scan time.
+    arena: Vec<u8>,
+    arena_spans: Vec<Option<(usize, usize)>>,
+    arena_scan_time: i64,
 }
 
 impl SnapshotEncoder {
@@ -1175,6 +1181,9 @@ impl SnapshotEncoder {
             None => return Ok(()),
             Some(key) => key,
         };
+        if !self.arena_spans.is_empty() {
+            return self.flush_arena(py, out, key);
+        }
         let rows: Vec<Py<PyAny>> = std::mem::take(&mut self.pending);
         let width = self.scan_time_at + 1;
         let mut items: Vec<Vec<Bound<'_, PyAny>>> = Vec::with_capacity(rows.len());
@@ -1206,8 +1215,37 @@ impl SnapshotEncoder {
             }
             values.push(out);
         }
+        self.emit(py, out, key, &values, scan_time)
+    }
+
+    /// The pending partition of `push_page` rows (`flush` for pages): rows as the Python rows make them,
+    /// `scan_time_at` values and no value at the scan time's position.
+    fn flush_arena(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, key: Vec<u8>) -> PyResult<()> {
+        let arena = std::mem::take(&mut self.arena);
+        let spans = std::mem::take(&mut self.arena_spans);
+        let width = self.scan_time_at;
+        let values: Vec<snapshot_events::Row<'_>> = spans
+            .chunks(width)
+            .map(|row| {
+                let mut out: snapshot_events::Row<'_> = Vec::with_capacity(width + 1);
+                out.extend(row.iter().map(|span| span.map(|(start, end)| &arena[start..end])));
+                out.push(None);
+                out
+            })
+            .collect();
+        let result = self.emit(py, out, key, &values, self.arena_scan_time);
+        drop(values);
+        self.arena = arena;
+        self.arena.clear();
+        self.arena_spans = spans;
+        self.arena_spans.clear();
+        result
+    }
+
+    /// The events of one partition's rows, appended to `out`.
+    fn emit(&self, py: Python<'_>, out: &Bound<'_, PyList>, key: Vec<u8>, values: &[snapshot_events::Row<'_>], scan_time: i64) -> PyResult<()> {
         let mut events = Vec::new();
-        self.encoder.partition_events(&key, &values, scan_time, &mut events).map_err(PyValueError::new_err)?;
+        self.encoder.partition_events(&key, values, scan_time, &mut events).map_err(PyValueError::new_err)?;
         let built = PyList::empty_bound(py);
         for e in events {
             built.append((
@@ -1257,13 +1295,64 @@ impl SnapshotEncoder {
             no_deletion_time,
             list_tail,
         };
-        Ok(SnapshotEncoder { encoder: snapshot_events::Encoder::new(plan), scan_time_at, pending: Vec::new(), pending_key: None })
+        Ok(SnapshotEncoder {
+            encoder: snapshot_events::Encoder::new(plan),
+            scan_time_at,
+            pending: Vec::new(),
+            pending_key: None,
+            arena: Vec::new(),
+            arena_spans: Vec::new(),
+            arena_scan_time: 0,
+        })
+    }
+
+    /// `push` of a whole protocol RESULT page instead of its rows (`raw_rows` of it, each row with
+    /// `scan_time` appended): the values are cut and read here, never becoming Python objects. A page
+    /// cut short is a ValueError naming the value, as from `raw_rows`.
+    fn push_page(&mut self, py: Python<'_>, data: &[u8], count: usize, width: usize, scan_time: i64) -> PyResult<Py<PyList>> {
+        if width != self.scan_time_at {
+            return Err(PyValueError::new_err(format!(
+                "bootstrap of {}: a raw page of {} values a row, not {}",
+                self.encoder.plan.table, width, self.scan_time_at
+            )));
+        }
+        let spans = protocol_rows::spans(data, count, width)
+            .map_err(|e| PyValueError::new_err(format!("bootstrap scan: a result page of {} rows is malformed: {}", count, e)))?;
+        let out = PyList::empty_bound(py);
+        if !self.pending.is_empty() {
+            self.flush(py, &out)?; // rows of `push` before this page: their partition ends here
+        }
+        let value = |span: &Option<(usize, usize)>| span.map(|(start, end)| &data[start..end]);
+        for row in spans.chunks(width) {
+            let parts: snapshot_events::Row<'_> = self.encoder.plan.key_at.iter().map(|&at| value(&row[at])).collect();
+            let key = self.encoder.partition_key(&parts).map_err(PyValueError::new_err)?;
+            if self.pending_key.as_ref() != Some(&key) {
+                self.flush(py, &out)?;
+                self.pending_key = Some(key);
+                self.arena_scan_time = scan_time;
+            }
+            for span in row {
+                let copied = match *span {
+                    None => None,
+                    Some((start, end)) => {
+                        let at = self.arena.len();
+                        self.arena.extend_from_slice(&data[start..end]);
+                        Some((at, at + (end - start)))
+                    }
+                };
+                self.arena_spans.push(copied);
+            }
+        }
+        Ok(out.unbind())
     }
 
     /// The events of the partitions `rows` completes, as (partition key, [(key, value, md5, rows,
     /// cells)]); a partition's rows come consecutively, as the scan gives them.
     fn push(&mut self, py: Python<'_>, rows: &Bound<'_, PyList>) -> PyResult<Py<PyList>> {
         let out = PyList::empty_bound(py);
+        if !self.arena_spans.is_empty() {
+            self.flush(py, &out)?; // rows of `push_page` before these: their partition ends here
+        }
         for row in rows.iter() {
             let key = self.row_key(&row)?;
             if self.pending_key.as_ref() != Some(&key) {

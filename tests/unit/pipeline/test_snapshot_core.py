@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.cassandra_scan import UdtValue
+from pipeline.cassandra_scan import RawPage, UdtValue
 from pipeline.errors import PipelineError
 from pipeline.snapshot_core import AVAILABLE, snapshot_encoder
 from pipeline.snapshot_encoder import SnapshotEncoder
@@ -134,6 +134,28 @@ def _events(encoder: Any, raw: list[list[Any]]) -> list[tuple[bytes, list[Any]]]
     return list(encoder.events(raw))
 
 
+def protocol_value(value: bytes | None) -> bytes:
+    """A value as a result page holds it: int32 length (-1: null), then its bytes."""
+    return b"\xff\xff\xff\xff" if value is None else len(value).to_bytes(4, "big") + value
+
+
+def one_page(raw: list[list[Any]]) -> RawPage:
+    """Raw rows (scan time last) as one result page."""
+    data = b"".join(protocol_value(v) for row in raw for v in row[:-1])
+    return RawPage(data, len(raw), len(raw[0]) - 1, raw[0][-1])
+
+
+def pages_of(raw: list[list[Any]], rng: random.Random) -> list[RawPage]:
+    """Raw rows as result pages of 1 to 7 rows: a partition may go on over pages."""
+    pages = []
+    at = 0
+    while at < len(raw):
+        size = rng.randint(1, 7)
+        pages.append(one_page(raw[at : at + size]))
+        at += size
+    return pages
+
+
 @native
 @pytest.mark.parametrize("seed", range(60))
 def test_random_tables_give_the_same_events_on_both_encoders(seed: int) -> None:
@@ -144,14 +166,21 @@ def test_random_tables_give_the_same_events_on_both_encoders(seed: int) -> None:
     python = _events(snapshot_encoder(schema, core="python", cluster="c", published_at_ms=42, **limits), raw)
     made = _events(snapshot_encoder(schema, core="native", cluster="c", published_at_ms=42, **limits), raw)
     assert made == python
+    for core in ("native", "python"):  # the same rows handed over as whole result pages
+        encoder = snapshot_encoder(schema, core=core, cluster="c", published_at_ms=42, **limits)
+        assert list(encoder.events_of_pages(pages_of(raw, random.Random(seed)))) == python, core
     spec = list(table_events(schema, rows, cluster="c", published_at_ms=42, **limits))
     assert python == spec
     assert sum(len(events) for _, events in made) >= 1
 
 
-def _outcome(core: str, raw: list[list[Any]]) -> Any:
+def _outcome(core: str, raw: list[list[Any]] | list[RawPage]) -> Any:
+    """The events of raw rows, or of result pages, or the PipelineError's text."""
+    encoder = snapshot_encoder(ITEMS, core=core, cluster="c", published_at_ms=1)
     try:
-        return _events(snapshot_encoder(ITEMS, core=core, cluster="c", published_at_ms=1), raw)
+        if raw and isinstance(raw[0], RawPage):
+            return list(encoder.events_of_pages(raw))  # type: ignore[arg-type]
+        return _events(encoder, raw)  # type: ignore[arg-type]
     except PipelineError as exc:
         return f"PipelineError: {exc}"
 
@@ -182,6 +211,19 @@ def test_write_times_and_bytes_that_do_not_match_are_refused_alike(seed: int) ->
         row[column.time_at] = _list([(5).to_bytes(8, "big")] * 2)
     python, made = _outcome("python", raw), _outcome("native", raw)
     assert isinstance(python, str) and python.startswith("PipelineError: ")
+    assert made == python
+    assert _outcome("native", pages_of(raw, rng)) == python  # the same rows in result pages
+
+
+@native
+@pytest.mark.parametrize("seed", range(20))
+def test_a_page_cut_short_is_refused_alike(seed: int) -> None:
+    rng = random.Random(seed)
+    raw = [raw_row(ITEMS, _items_row(rng, pk, f"r{pk}", _static(rng))) for pk in range(4)]
+    page = one_page(raw)
+    short = RawPage(page.data[: rng.randrange(len(page.data))], page.count, page.width, page.scan_time)
+    python, made = _outcome("python", [short]), _outcome("native", [short])
+    assert isinstance(python, str) and "a result page of 4 rows is malformed: value" in python, python
     assert made == python
 
 
