@@ -177,6 +177,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     began = time.monotonic()
     spark = build_spark_session(config.pipeline, "bench-bootstrap")  # type: ignore[arg-type]
     out["session_s"] = time.monotonic() - began
+    if not args.master.startswith("spark://"):  # a cluster's executors run the zip the driver ships
+        workers = spark.sparkContext.parallelize([0], 1).mapPartitions(_code_of_worker).collect()
+        if Path(workers[0]).resolve() != Path(out["code"]).resolve():
+            raise SystemExit(
+                f"Spark's Python workers imported the project from {workers[0]}, not {out['code']}"
+            )
     runs = []
     roots = [("job", os.getpid())] + [
         (role, int(pid)) for role, _, pid in (s.partition("=") for s in args.service)
@@ -205,6 +211,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     out["runs"] = runs
     spark.stop()
     return out
+
+
+def _code_of_worker(_: Any) -> Any:
+    import pipeline as worker_pipeline
+
+    yield str(Path(worker_pipeline.__file__).parent.parent)
 
 
 def _build_cpu(schema: Any, spec: Any, ranges: list[tuple[int, int]]) -> float:
@@ -316,7 +328,10 @@ def _run_measure(
         *(f"--service={role}={pid}" for role, pid in _service_pids(master)),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
+    # run from the tree: Spark's Python workers start in this folder, which comes first on their path, so
+    # they import the measured checkout's modules (from elsewhere they would import this checkout's, the
+    # installed project, whatever the driver imported)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree, timeout=1800, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
         raise SystemExit(
