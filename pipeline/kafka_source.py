@@ -58,8 +58,9 @@ def kafka_format(target: _Target, kafka: KafkaConfig) -> _Target:
 
 def kafka_failure(exc: BaseException, kafka: KafkaConfig, doing: str, *, at: str = "from") -> PipelineError:
     """The PipelineError for an aiokafka client that failed while ``doing`` (e.g. "read the schema topic
-    'cdc.schemas'"; ``at`` Kafka: "from", or "on" for what is written): the actionable reason (naming the ``kafka.security`` key) when security is at fault,
-    else ServiceUnreachable naming kafka.bootstrap_servers. Never holds a secret."""
+    'cdc.schemas'"; ``at`` Kafka: "from", or "on" for what is written): the actionable reason (naming
+    the ``kafka.security`` key) when security is at fault, else ServiceUnreachable naming
+    kafka.bootstrap_servers. Never holds a secret."""
     if isinstance(exc, KafkaAccessError):  # start_kafka_client found out why already
         reason: str | None = str(exc.args[0]) if exc.args else str(exc)  # str() adds the class name
     else:

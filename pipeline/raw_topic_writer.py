@@ -46,7 +46,8 @@ BATCH_BYTES = 512 * 1024
 #: longest wait for one chunk's acknowledgements beyond the producer's own request timeout
 _GRACE_S = 30.0
 
-_FAILURES = (KafkaError, OSError, ClientSetupError, concurrent.futures.TimeoutError)
+#: what fails a publish: a wait past its deadline is a TimeoutError, which is an OSError
+_FAILURES = (KafkaError, OSError, ClientSetupError)
 
 
 class _Producer:
