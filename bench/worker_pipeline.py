@@ -24,7 +24,7 @@ Every worker's VmRSS is sampled every 0.5 s; CPU of each process comes from /pro
 also samples the `one` worker with py-spy (not a project dependency) and splits its CPU time by part.
 
     .venv/bin/python bench/worker_pipeline.py [--rows 100000] [--update-share 0.3] [--copies 3]
-        [--phases cold one two profile state] [--profile] [--profile-seconds 60] [--py-spy EXE]
+        [--phases cold one two profile state] [--profile] [--profile-seconds 60] [--py-spy EXE [--keep-spy FILE]]
         [--state-rows 1000000] [--rows-per-event 1] [--batch-max-events N]
         [--compare-tree DIR [--ab-rounds 3]]   (DIR: another checkout, e.g. `git worktree add DIR main
         --detach`; its workers run with PYTHONPATH=DIR, alternating with this checkout's, one worker and
@@ -809,6 +809,8 @@ class Bench:
         self.run("one", [worker], "bench.raw-copies", "bench-one", spy=spy)
         if spy is not None and spy.out.exists():
             self.spy = spy_tables(spy.out, self.args.profile_top)
+            if self.args.keep_spy is not None:
+                shutil.copyfile(spy.out, self.args.keep_spy)
 
     def run_two(self) -> None:
         workers = [self.worker(f"w2{c}", "bench-two", "bench.raw-copies") for c in "ab"]
@@ -1404,6 +1406,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--py-spy", type=Path, metavar="EXE", help="also sample the `one` worker with this py-spy executable"
     )
     parser.add_argument("--keep-profile", type=Path, metavar="FILE", help="copy the cProfile stats here")
+    parser.add_argument(
+        "--keep-spy",
+        type=Path,
+        metavar="FILE",
+        help="copy py-spy's collapsed stacks of the `one` worker here",
+    )
     parser.add_argument("--profile-top", type=int, default=15, help="functions listed per order (default 15)")
     parser.add_argument(
         "--state-rows",
