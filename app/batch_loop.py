@@ -68,12 +68,12 @@ from app.partition_states import PartitionStates
 from app.partition_takeover import InDoubt, PartitionTakeover
 from app.raw_consumer import RawRecord
 from app.transactional_sink import Outgoing, TransactionalSink
-from app.worker_core import AVAILABLE, heads_reader
+from app.worker_core import AVAILABLE, event_reader, heads_reader
 from app.worker_stats import BatchTally, TallyMark, WorkerStats
 from cassandra_model.table_schema import TableSchema
 from runtime.config import KafkaConfig
 from runtime.kafka_topics import TopicSpec, ensure_topics
-from schemas.raw_event import RawEventError, decode_raw_event, peek_raw_event
+from schemas.raw_event import RawEventError, peek_raw_event
 from schemas.schema_topic import TableSchemas
 from state.errors import StoreError
 
@@ -198,6 +198,8 @@ class BatchLoop:
         self.failed: BaseException | None = None
         #: the table and digest of each record of a batch (app/worker_core.py)
         self._heads = heads_reader(core)
+        #: a raw record's event, for the records that are no copy (app/worker_core.py)
+        self._read_event = event_reader(core)
         self.outage_timeout_s = outage_timeout_s
         self.kafka_status = (
             kafka_status
@@ -404,7 +406,7 @@ class BatchLoop:
                 table = f"{peeked.keyspace}.{peeked.table}"
                 if self.processor.drop_duplicate(w.txn, table, peeked.digest, w.tally):
                     return None
-            event = decode_raw_event(record.value)
+            event = self._read_event(record.value)
         except RawEventError as exc:
             return DeadLetter(record, "undecodable", str(exc))
         table_id = self._table_ids.get(event["table_id"])

@@ -3,7 +3,7 @@
 The native core (the `cdc_native` extension built from native/ by `make setup`, shared with the agent)
 reads the table and digest of every raw record of a batch in one call (``raw_event_heads``), so the
 replica copies, two of three records at three replicas, are dropped without a Python call per record;
-it writes JSON change events (``ChangeJson``, for tables whose columns are all of the common scalar
+it reads the others into the dicts the merge takes (``decode_raw_event``); it writes JSON change events (``ChangeJson``, for tables whose columns are all of the common scalar
 types, see schemas/change_json.py); and it writes the stored bytes of rows of simple cells
 (``encode_row_value``, see state/store/codec.py).
 The Python functions stay the specification and the fallback: without the extension (`pip install .`
@@ -29,12 +29,17 @@ except ImportError:  # pragma: no cover - depends on the installation
 AVAILABLE = (
     "native"
     if cdc_native is not None
-    and all(hasattr(cdc_native, f) for f in ("raw_event_heads", "ChangeJson", "encode_row_value"))
+    and all(
+        hasattr(cdc_native, f)
+        for f in ("raw_event_heads", "decode_raw_event", "ChangeJson", "encode_row_value")
+    )
     else "python"
 )
 
 #: per raw record value: its table ("keyspace.table") and digest, or None (see raw_event_heads)
 HeadsReader = Callable[[Sequence[bytes | None]], list[tuple[str, bytes] | None]]
+#: a raw record's value -> the raw event's dict (RawEventError where it does not decode)
+EventReader = Callable[[bytes], dict[str, Any]]
 
 
 def change_json(core: str) -> NativeEncoder | None:
@@ -52,3 +57,17 @@ def heads_reader(core: str) -> HeadsReader:
     if core == "native":
         return cdc_native.raw_event_heads  # type: ignore[no-any-return]
     return raw_event.raw_event_heads
+
+
+def event_reader(core: str) -> EventReader:
+    """``decode_raw_event`` of the chosen core. The native one leaves odd bytes to the Python reader,
+    which says what is wrong with them."""
+    if core != "native":
+        return raw_event.decode_raw_event
+    native, python = cdc_native.decode_raw_event, raw_event.decode_raw_event
+
+    def decode(data: bytes) -> dict[str, Any]:
+        event: dict[str, Any] | None = native(data)
+        return python(data) if event is None else event
+
+    return decode

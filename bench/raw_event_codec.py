@@ -6,6 +6,9 @@ three) with the test suite's event builder, then times per event, best of 3 runs
   encode      encode_raw_event (cavro), and fastavro's schemaless_writer of the same record (reference)
   decode      decode_raw_event (cavro), and fastavro's schemaless_reader (reference)
   head        peek_raw_event: keyspace, table and digest, what a replica copy costs before it is dropped
+  native      where the native core is installed (`make setup`), what the worker runs instead: its
+              decode_raw_event (the same dicts, checked on every event first) and raw_event_heads over
+              batches of 1000 values
 
     .venv/bin/python bench/raw_event_codec.py [--events 100000] [--out bench/raw_event_codec.md]
 """
@@ -36,6 +39,11 @@ from cassandra_model.ddl_parser import load_schema_from_cql  # noqa: E402
 from schemas import load_avro_schema  # noqa: E402
 from schemas.raw_event import decode_raw_event, encode_raw_event, peek_raw_event  # noqa: E402
 from testkit.event_builder import EventBuilder, Write  # noqa: E402
+
+try:  # built from native/ by `make setup`
+    import cdc_native
+except ImportError:
+    cdc_native = None
 
 POOL = 1000
 
@@ -99,12 +107,30 @@ def main() -> None:
         for i in range(n):
             peek_raw_event(encoded[i % POOL])
 
+    native_rows: list[tuple[str, float]] = []
+    if cdc_native is not None:
+        assert all(cdc_native.decode_raw_event(data) == decode_raw_event(data) for data in encoded)
+
+        def decode_native(n: int) -> None:
+            for i in range(n):
+                cdc_native.decode_raw_event(encoded[i % POOL])
+
+        def heads_native(n: int) -> None:
+            for _ in range(n // POOL):
+                cdc_native.raw_event_heads(encoded)
+
+        native_rows = [
+            ("decode_raw_event (native core)", rate(decode_native, events)),
+            ("raw_event_heads (native core, head only)", rate(heads_native, events)),
+        ]
+
     rows = [
         ("encode_raw_event (cavro)", rate(encode, events)),
         ("fastavro schemaless_writer (reference)", rate(encode_reference, events)),
         ("decode_raw_event (cavro)", rate(decode, events)),
         ("fastavro schemaless_reader (reference)", rate(decode_reference, events)),
         ("peek_raw_event (head only)", rate(head, events)),
+        *native_rows,
     ]
     by_name = dict(rows)
     heads = 3 / by_name["peek_raw_event (head only)"]
@@ -129,7 +155,13 @@ def main() -> None:
         "",
         f"Reading: a worker at three copies per change reads three heads and decodes one event per change: "
         f"{per_change * 1e6:.0f} µs per change with cavro, {per_change_ref * 1e6:.0f} µs with fastavro's "
-        "reader.",
+        "reader"
+        + (
+            f"; with the native core's heads and decode, "
+            f"{(3 / by_name[native_rows[1][0]] + 1 / by_name[native_rows[0][0]]) * 1e6:.0f} µs."
+            if native_rows
+            else "."
+        ),
     ]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -12,7 +12,7 @@
 //!
 //! The worker's batch loop uses `raw_event_heads` (schemas/raw_event.py's `peek_raw_event` for a whole
 //! batch): the table and digest of each raw record, so that replica copies are dropped without a
-//! decode (app/worker_core.py chooses it).
+//! decode (app/worker_core.py chooses it), and `decode_raw_event` (raw_event_dict.rs) for the others.
 //!
 //! The bootstrap's `SnapshotEncoder` (snapshot_events.rs) builds the raw events of raw scan rows, a batch of
 //! rows or a whole result page per call (pipeline/snapshot_core.py chooses it; pipeline/snapshot_encoder.py
@@ -32,6 +32,7 @@ mod md5;
 mod mutation_decoder;
 mod protocol_rows;
 mod raw_event;
+mod raw_event_dict;
 mod row_codec;
 mod segment_reader;
 mod snapshot_events;
@@ -415,6 +416,16 @@ fn raw_event_heads(py: Python<'_>, values: &Bound<'_, PyList>) -> PyResult<Py<Py
         out.append(PyTuple::new_bound(py, [text, PyBytes::new_bound(py, digest).into_py(py)]))?;
     }
     Ok(out.unbind())
+}
+
+/// One raw event's dict, as schemas/raw_event.py's `decode_raw_event` returns it (raw_event_dict.rs), or
+/// None where the Python reader must read it: odd bytes, which it names, or a value that is not bytes.
+#[pyfunction]
+fn decode_raw_event(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+    match value.downcast::<PyBytes>() {
+        Ok(data) => raw_event_dict::decode(py, data.as_bytes()).unwrap_or_else(|| Ok(py.None())),
+        Err(_) => Ok(py.None()),
+    }
 }
 
 /// A stored row value (row_codec.rs; state/store/codec.py's `encode_row_value` is the specification):
@@ -1382,6 +1393,7 @@ fn cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_entry, m)?)?;
     m.add_function(wrap_pyfunction!(murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(raw_event_heads, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_raw_event, m)?)?;
     m.add_function(wrap_pyfunction!(encode_row_value, m)?)?;
     m.add_function(wrap_pyfunction!(digest_segment, m)?)?;
     m.add_function(wrap_pyfunction!(raw_rows, m)?)?;

@@ -29,7 +29,8 @@ async def main():
         return {{"error": str(exc)}}
     gauge = worker.stats.registry.get_sample_value("cdc_worker_native_core")
     heads = worker.loop._heads.__module__.partition(".")[0]  # which raw_event_heads the loop calls
-    return {{"core": worker.core, "gauge": gauge, "heads": heads}}
+    events = worker.loop._read_event.__qualname__  # and which decode_raw_event
+    return {{"core": worker.core, "gauge": gauge, "heads": heads, "events": events}}
 
 print(json.dumps(asyncio.run(main())))
 """
@@ -49,6 +50,7 @@ def test_without_the_native_core_the_worker_runs_on_the_python_core_and_says_so(
         "core": "python",
         "gauge": 0.0,
         "heads": "schemas",
+        "events": "decode_raw_event",
     }
 
 
@@ -64,6 +66,7 @@ def test_the_python_core_can_be_chosen(tmp_path: Path) -> None:
         "core": "python",
         "gauge": 0.0,
         "heads": "schemas",
+        "events": "decode_raw_event",
     }
 
 
@@ -74,4 +77,5 @@ def test_the_native_core_runs_when_installed(tmp_path: Path) -> None:
         "core": "native",
         "gauge": 1.0,
         "heads": "cdc_native",
+        "events": "event_reader.<locals>.decode",
     }
