@@ -15,8 +15,9 @@ on local[2]):
              is reported as the rate (no worker consumes the topic)
 
 With --build-only, only the build alone, for this checkout: the Python encoder (pipeline.core python) and the
-native one (cdc_native.SnapshotEncoder) alternating --rounds times in one process over the same rows, CPU
-s of each run (no Spark, no Kafka topic written).
+native one (cdc_native.SnapshotEncoder) alternating --rounds times in one process over the same result
+pages (the Python one cuts their rows first, as the bootstrap does), CPU s of each run (no Spark, no Kafka
+topic written).
 
 With --master spark://HOST:PORT (the cluster of `cdc infra up --spark`), this checkout also runs the
 bootstrap there with spark.cores.max 1 and then 2 (one executor on one 1-core worker, then one on each
@@ -264,19 +265,19 @@ def _build_cores(
     schema: Any, spec: Any, ranges: list[tuple[int, int]], rounds: int
 ) -> dict[str, list[float]]:
     """CPU seconds of each build of the whole table's events, the Python and the native encoder
-    alternating over the same scanned rows (``--build-only``)."""
-    from pipeline.cassandra_scan import scan_raw_ranges
+    alternating over the same scanned result pages (``--build-only``)."""
+    from pipeline.cassandra_scan import scan_raw_pages
     from pipeline.snapshot_core import AVAILABLE, snapshot_encoder
 
     if AVAILABLE != "native":
         raise SystemExit("--build-only compares the encoders: build the native core first (make setup)")
-    raw = list(scan_raw_ranges(spec, ranges))
+    pages = list(scan_raw_pages(spec, ranges))
     out: dict[str, list[float]] = {"python": [], "native": []}
     for round_ in range(rounds):
         for core in ("python", "native") if round_ % 2 == 0 else ("native", "python"):
             encoder = snapshot_encoder(schema, core=core, cluster="bench", published_at_ms=1)
             started = time.process_time()
-            events = sum(len(e) for _, e in encoder.events(raw))
+            events = sum(len(e) for _, e in encoder.events_of_pages(pages))
             out[core].append(time.process_time() - started)
             assert events > 0
     return out
@@ -463,8 +464,9 @@ def _build_report(
         "",
         f"`bench/bootstrap.py --build-only`: {args.rows:,} rows of the `{args.table}` table ({TABLE_TEXT[args.table]}; "
         f"{args.rows_per_partition} per partition, {TABLES[args.table][2]} cells each, one row in ten with a "
-        "TTL) scanned once from one Cassandra 5.0 node (pipeline.cassandra_scan.scan_raw_ranges), then built "
-        "into raw events in the same process by each encoder, alternating, "
+        "TTL) scanned once from one Cassandra 5.0 node as result pages (pipeline.cassandra_scan.scan_raw_pages), "
+        "then built into raw events in the same process by each encoder (the Python one cuts the pages' rows "
+        "first, as the bootstrap does), alternating, "
         f"{args.rounds} times each: CPU s of the build alone (no scan, no Spark, no Kafka).",
         "",
         *_command_and_machine(load_before, load_after),

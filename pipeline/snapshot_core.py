@@ -6,14 +6,13 @@ extension is not installed.
 Both give, per partition of consecutive raw rows, its key and its ``SnapshotEvent``s, byte for byte the same
 (tests/unit/pipeline/test_snapshot_core.py). The native one is built from the Python encoder's plans (column
 positions and layouts, the record's head, the digest's head), so the two read one description of the table;
-rows cross into Rust a batch at a time, or (``events_of_pages``, the bootstrap's way) a whole result page
-at a time, never cut into Python values; its errors come back as the Python encoder's ``PipelineError``s.
+it takes whole result pages (``events_of_pages``, the bootstrap's way), never cut into Python values; its
+errors come back as the Python encoder's ``PipelineError``s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from itertools import islice
 from typing import Any
 
 from cassandra_model.cql_types import CellLayout
@@ -40,8 +39,6 @@ _LAYOUTS = {
     CellLayout.MAP: 3,
     CellLayout.FIELDS: 4,
 }
-#: raw rows handed to the native encoder per call
-BATCH_ROWS = 512
 
 
 def _plan(column: _Column) -> tuple[str, int, int, int, int, int]:
@@ -56,7 +53,7 @@ def _plan(column: _Column) -> tuple[str, int, int, int, int, int]:
 
 
 class NativeSnapshotEncoder:
-    """``SnapshotEncoder.events`` on the native core, for one Spark task's rows."""
+    """``SnapshotEncoder.events_of_pages`` on the native core, for one Spark task's result pages."""
 
     def __init__(self, spec: SnapshotEncoder) -> None:
         self.schema = spec.schema
@@ -76,16 +73,10 @@ class NativeSnapshotEncoder:
             SNAPSHOT_LIST_PATH_TAIL,
         )
 
-    def events(self, rows: Iterable[list[Any]]) -> Iterator[tuple[bytes, list[SnapshotEvent]]]:
-        """Per partition (its rows consecutive, as the scan gives them): its key and its events."""
-        source = iter(rows)
-        while batch := list(islice(source, BATCH_ROWS)):
-            yield from self._built(self._native.push, batch)
-        yield from self._built(self._native.finish)
-
     def events_of_pages(self, pages: Iterable[RawPage]) -> Iterator[tuple[bytes, list[SnapshotEvent]]]:
-        """``events`` of the pages' rows, each page handed over whole: its values are cut and read in
-        the native code and never become Python objects."""
+        """Per partition (its rows consecutive, as the scan gives them): its key and its events, each
+        page handed over whole: its values are cut and read in the native code and never become Python
+        objects."""
         for page in pages:
             yield from self._built(self._native.push_page, page.data, page.count, page.width, page.scan_time)
         yield from self._built(self._native.finish)

@@ -14,8 +14,8 @@
 //! batch): the table and digest of each raw record, so that replica copies are dropped without a
 //! decode (app/worker_core.py chooses it), and `decode_raw_event` (raw_event_dict.rs) for the others.
 //!
-//! The bootstrap's `SnapshotEncoder` (snapshot_events.rs) builds the raw events of raw scan rows, a batch of
-//! rows or a whole result page per call (pipeline/snapshot_core.py chooses it; pipeline/snapshot_encoder.py
+//! The bootstrap's `SnapshotEncoder` (snapshot_events.rs) builds the raw events of raw scan rows, a whole
+//! result page per call (pipeline/snapshot_core.py chooses it; pipeline/snapshot_encoder.py
 //! is its specification).
 
 use std::fs::File;
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::intern;
-use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PySequence, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
 
 mod change_json;
 mod digest;
@@ -1157,13 +1157,13 @@ fn snapshot_columns(specs: Vec<SnapshotColumnSpec>) -> PyResult<Vec<snapshot_eve
 }
 
 /// The bootstrap's event builder (pipeline/snapshot_encoder.py is its specification; the Python side,
-/// pipeline/snapshot_core.py, prepares the plans). `push` takes a batch of raw scan rows and returns the
-/// events of every partition the batch completes; the last partition waits for the next batch or `finish`.
+/// pipeline/snapshot_core.py, prepares the plans). `push_page` takes a whole result page of the scan and
+/// returns the events of every partition the page completes; the last partition waits for the next page
+/// or `finish`.
 #[pyclass(module = "cdc_native")]
 struct SnapshotEncoder {
     encoder: snapshot_events::Encoder,
     scan_time_at: usize,
-    pending: Vec<Py<PyAny>>,
     pending_key: Option<Vec<u8>>,
     /// The pending partition's rows from `push_page`: their values' bytes copied end to end (a partition
     /// may continue on the next page), `scan_time_at` spans per row into them, and the page's scan time.
@@ -1173,65 +1173,13 @@ struct SnapshotEncoder {
 }
 
 impl SnapshotEncoder {
-    fn row_key(&self, row: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
-        let seq = row.downcast::<PySequence>()?;
-        let mut parts: Vec<Bound<'_, PyAny>> = Vec::with_capacity(self.encoder.plan.key_at.len());
-        for &at in &self.encoder.plan.key_at {
-            parts.push(seq.get_item(at)?);
-        }
-        let mut values: snapshot_events::Row<'_> = Vec::with_capacity(parts.len());
-        for p in &parts {
-            values.push(if p.is_none() { None } else { Some(p.downcast::<PyBytes>()?.as_bytes()) });
-        }
-        self.encoder.partition_key(&values).map_err(PyValueError::new_err)
-    }
-
-    /// The pending partition's events, appended to `out` as (partition key, [(key, value, md5, rows, cells)]).
+    /// The pending partition's events, appended to `out` as (partition key, [(key, value, md5, rows, cells)]):
+    /// its rows as the Python rows make them, `scan_time_at` values and no value at the scan time's position.
     fn flush(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
         let key = match self.pending_key.take() {
             None => return Ok(()),
             Some(key) => key,
         };
-        if !self.arena_spans.is_empty() {
-            return self.flush_arena(py, out, key);
-        }
-        let rows: Vec<Py<PyAny>> = std::mem::take(&mut self.pending);
-        let width = self.scan_time_at + 1;
-        let mut items: Vec<Vec<Bound<'_, PyAny>>> = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let row = row.bind(py);
-            if let Ok(list) = row.downcast::<PyList>() {
-                if list.len() >= width {
-                    items.push(list.iter().take(width).collect());
-                    continue;
-                }
-            }
-            let row = row.downcast::<PySequence>()?;
-            if row.len()? < width {
-                return Err(PyValueError::new_err(format!(
-                    "bootstrap of {}: a raw row of {} values, not {}",
-                    self.encoder.plan.table,
-                    row.len()?,
-                    width
-                )));
-            }
-            items.push((0..width).map(|i| row.get_item(i)).collect::<PyResult<Vec<_>>>()?);
-        }
-        let scan_time: i64 = items[0][self.scan_time_at].extract()?;
-        let mut values: Vec<snapshot_events::Row<'_>> = Vec::with_capacity(items.len());
-        for row in &items {
-            let mut out: snapshot_events::Row<'_> = Vec::with_capacity(width);
-            for (i, item) in row.iter().enumerate() {
-                out.push(if i == self.scan_time_at || item.is_none() { None } else { Some(item.downcast::<PyBytes>()?.as_bytes()) });
-            }
-            values.push(out);
-        }
-        self.emit(py, out, key, &values, scan_time)
-    }
-
-    /// The pending partition of `push_page` rows (`flush` for pages): rows as the Python rows make them,
-    /// `scan_time_at` values and no value at the scan time's position.
-    fn flush_arena(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, key: Vec<u8>) -> PyResult<()> {
         let arena = std::mem::take(&mut self.arena);
         let spans = std::mem::take(&mut self.arena_spans);
         let width = self.scan_time_at;
@@ -1309,7 +1257,6 @@ impl SnapshotEncoder {
         Ok(SnapshotEncoder {
             encoder: snapshot_events::Encoder::new(plan),
             scan_time_at,
-            pending: Vec::new(),
             pending_key: None,
             arena: Vec::new(),
             arena_spans: Vec::new(),
@@ -1317,9 +1264,10 @@ impl SnapshotEncoder {
         })
     }
 
-    /// `push` of a whole protocol RESULT page instead of its rows (`raw_rows` of it, each row with
-    /// `scan_time` appended): the values are cut and read here, never becoming Python objects. A page
-    /// cut short is a ValueError naming the value, as from `raw_rows`.
+    /// The events of the partitions a protocol RESULT page completes, as (partition key, [(key, value,
+    /// md5, rows, cells)]); its rows are those of `raw_rows` of it, each with `scan_time` appended, a
+    /// partition's rows consecutive as the scan gives them. The values are cut and read here, never
+    /// becoming Python objects. A page cut short is a ValueError naming the value, as from `raw_rows`.
     fn push_page(&mut self, py: Python<'_>, data: &[u8], count: usize, width: usize, scan_time: i64) -> PyResult<Py<PyList>> {
         if width != self.scan_time_at {
             return Err(PyValueError::new_err(format!(
@@ -1330,9 +1278,6 @@ impl SnapshotEncoder {
         let spans = protocol_rows::spans(data, count, width)
             .map_err(|e| PyValueError::new_err(format!("bootstrap scan: a result page of {} rows is malformed: {}", count, e)))?;
         let out = PyList::empty_bound(py);
-        if !self.pending.is_empty() {
-            self.flush(py, &out)?; // rows of `push` before this page: their partition ends here
-        }
         let value = |span: &Option<(usize, usize)>| span.map(|(start, end)| &data[start..end]);
         for row in spans.chunks(width) {
             let parts: snapshot_events::Row<'_> = self.encoder.plan.key_at.iter().map(|&at| value(&row[at])).collect();
@@ -1353,24 +1298,6 @@ impl SnapshotEncoder {
                 };
                 self.arena_spans.push(copied);
             }
-        }
-        Ok(out.unbind())
-    }
-
-    /// The events of the partitions `rows` completes, as (partition key, [(key, value, md5, rows,
-    /// cells)]); a partition's rows come consecutively, as the scan gives them.
-    fn push(&mut self, py: Python<'_>, rows: &Bound<'_, PyList>) -> PyResult<Py<PyList>> {
-        let out = PyList::empty_bound(py);
-        if !self.arena_spans.is_empty() {
-            self.flush(py, &out)?; // rows of `push_page` before these: their partition ends here
-        }
-        for row in rows.iter() {
-            let key = self.row_key(&row)?;
-            if self.pending_key.as_ref() != Some(&key) {
-                self.flush(py, &out)?;
-                self.pending_key = Some(key);
-            }
-            self.pending.push(row.unbind());
         }
         Ok(out.unbind())
     }

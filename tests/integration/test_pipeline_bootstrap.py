@@ -28,7 +28,7 @@ from cassandra_model.table_schema import TableSchema
 from cdc.verify.oracle import CleanEvent, by_key, chain_problems, read_clean_topic, select_rows
 from infra.cassandra import CassandraNode
 from pipeline import bootstrap_job
-from pipeline.cassandra_scan import scan_raw_ranges, scan_spec, scan_table, token_ranges
+from pipeline.cassandra_scan import scan_raw_pages, scan_spec, scan_table, token_ranges
 from pipeline.snapshot_core import AVAILABLE, snapshot_encoder
 from pipeline.snapshot_events import table_events
 from pipeline.table_catalog import load_table_schemas
@@ -282,12 +282,12 @@ def test_the_native_encoder_builds_the_python_encoders_events_from_cassandras_ro
     deployment: Deployment,
 ) -> None:
     spec = scan_spec(deployment.config, deployment.schema, with_write_times=True)
-    raw = list(scan_raw_ranges(spec, token_ranges(3)))
+    pages = list(scan_raw_pages(spec, token_ranges(3)))  # the Python encoder reads their rows
     built = {
         core: list(
-            snapshot_encoder(deployment.schema, core=core, cluster="c", published_at_ms=1, max_rows=2).events(
-                raw
-            )
+            snapshot_encoder(
+                deployment.schema, core=core, cluster="c", published_at_ms=1, max_rows=2
+            ).events_of_pages(pages)
         )
         for core in ("python", "native")
     }

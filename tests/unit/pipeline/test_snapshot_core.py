@@ -19,7 +19,7 @@ from pipeline.errors import PipelineError
 from pipeline.snapshot_core import AVAILABLE, snapshot_encoder
 from pipeline.snapshot_encoder import SnapshotEncoder
 from pipeline.snapshot_events import table_events
-from tests.unit.pipeline.test_snapshot_encoder import ITEMS, WIDE, _list, raw_row, scanned
+from tests.unit.pipeline.test_snapshot_encoder import ITEMS, WIDE, _list, built, one_page, raw_row, scanned
 from tests.unit.without_native import run_snippet
 
 native = pytest.mark.skipif(
@@ -130,21 +130,6 @@ def random_wide(rng: random.Random) -> list[dict[str, Any]]:
     return rows
 
 
-def _events(encoder: Any, raw: list[list[Any]]) -> list[tuple[bytes, list[Any]]]:
-    return list(encoder.events(raw))
-
-
-def protocol_value(value: bytes | None) -> bytes:
-    """A value as a result page holds it: int32 length (-1: null), then its bytes."""
-    return b"\xff\xff\xff\xff" if value is None else len(value).to_bytes(4, "big") + value
-
-
-def one_page(raw: list[list[Any]]) -> RawPage:
-    """Raw rows (scan time last) as one result page."""
-    data = b"".join(protocol_value(v) for row in raw for v in row[:-1])
-    return RawPage(data, len(raw), len(raw[0]) - 1, raw[0][-1])
-
-
 def pages_of(raw: list[list[Any]], rng: random.Random) -> list[RawPage]:
     """Raw rows as result pages of 1 to 7 rows: a partition may go on over pages."""
     pages = []
@@ -163,8 +148,8 @@ def test_random_tables_give_the_same_events_on_both_encoders(seed: int) -> None:
     schema, rows = (ITEMS, random_items(rng)) if seed % 3 else (WIDE, random_wide(rng))
     limits = {"max_rows": rng.choice([1, 2, 3, 500]), "max_bytes": rng.choice([1, 40, 300, 10**6])}
     raw = [raw_row(schema, r) for r in rows]
-    python = _events(snapshot_encoder(schema, core="python", cluster="c", published_at_ms=42, **limits), raw)
-    made = _events(snapshot_encoder(schema, core="native", cluster="c", published_at_ms=42, **limits), raw)
+    python = built(snapshot_encoder(schema, core="python", cluster="c", published_at_ms=42, **limits), raw)
+    made = built(snapshot_encoder(schema, core="native", cluster="c", published_at_ms=42, **limits), raw)
     assert made == python
     for core in ("native", "python"):  # the same rows handed over as whole result pages
         encoder = snapshot_encoder(schema, core=core, cluster="c", published_at_ms=42, **limits)
@@ -180,7 +165,7 @@ def _outcome(core: str, raw: list[list[Any]] | list[RawPage]) -> Any:
     try:
         if raw and isinstance(raw[0], RawPage):
             return list(encoder.events_of_pages(raw))  # type: ignore[arg-type]
-        return _events(encoder, raw)  # type: ignore[arg-type]
+        return built(encoder, raw)  # type: ignore[arg-type]
     except PipelineError as exc:
         return f"PipelineError: {exc}"
 

@@ -5,7 +5,8 @@ Raw rows are made here from decoded ones the way Cassandra's native protocol ser
 the project's serializer writes cells, the per-element WRITETIME and TTL lists as list<bigint> and
 list<int> with nulls); tests/integration/test_pipeline_bootstrap.py compares the two on rows a real
 Cassandra returns. Every case runs on both encoders ``pipeline.snapshot_core`` chooses from: the Python one
-and the native one (``cdc_native.SnapshotEncoder``), skipped only where the extension is not installed.
+(given the rows) and the native one (``cdc_native.SnapshotEncoder``, given the rows as the result page the
+scan reads, as the bootstrap hands it whole pages), skipped only where the extension is not installed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from cassandra_model.cql_types import CellLayout
 from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
 from cassandra_model.value_serializer import serialize
-from pipeline.cassandra_scan import SCAN_TIME_KEY, UdtValue, ttl_key, write_time_key
+from pipeline.cassandra_scan import SCAN_TIME_KEY, RawPage, UdtValue, ttl_key, write_time_key
 from pipeline.errors import PipelineError
 from pipeline.snapshot_core import AVAILABLE, NativeSnapshotEncoder, snapshot_encoder
 from pipeline.snapshot_encoder import SnapshotEncoder, avro_long
@@ -99,6 +100,24 @@ def item(pk: int, ck: str, base: int, **extra: Any) -> tuple[dict[str, Any], dic
     return values, times
 
 
+def protocol_value(value: bytes | None) -> bytes:
+    """A value as a result page holds it: int32 length (-1: null), then its bytes."""
+    return b"\xff\xff\xff\xff" if value is None else len(value).to_bytes(4, "big") + value
+
+
+def one_page(raw: list[list[Any]]) -> RawPage:
+    """Raw rows (scan time last) as one result page."""
+    data = b"".join(protocol_value(v) for row in raw for v in row[:-1])
+    return RawPage(data, len(raw), len(raw[0]) - 1, raw[0][-1])
+
+
+def built(encoder: Any, raw: list[list[Any]]) -> list[tuple[bytes, list[Any]]]:
+    """The events of raw rows: the Python encoder takes the rows, the native one the page holding them."""
+    if isinstance(encoder, NativeSnapshotEncoder):
+        return list(encoder.events_of_pages([one_page(raw)]))
+    return list(encoder.events(raw))
+
+
 @pytest.fixture(params=["python", "native"])
 def core(request: pytest.FixtureRequest) -> str:
     if request.param == "native" and AVAILABLE != "native":
@@ -114,7 +133,7 @@ def _same_events(core: str, schema: TableSchema, rows: list[dict[str, Any]], **l
     ]
     encoder = snapshot_encoder(schema, core=core, cluster="c", published_at_ms=42, **limits)
     assert isinstance(encoder, NativeSnapshotEncoder) == (core == "native")
-    found = [e for _, events in encoder.events([raw_row(schema, r) for r in rows]) for e in events]
+    found = [e for _, events in built(encoder, [raw_row(schema, r) for r in rows]) for e in events]
     assert len(found) == len(expected)
     for made, spec in zip(found, expected, strict=True):
         assert decode_raw_event(made.value) == decode_raw_event(spec.value)
@@ -188,7 +207,7 @@ def test_write_times_that_do_not_match_the_value_are_a_clear_error(core: str) ->
     row[tags.time_at] = _list([(5).to_bytes(8, "big")])  # one write time for three elements
     row[tags.ttl_at] = _list([None])
     with pytest.raises(PipelineError, match=r"bootstrap of ks\.items, column tags: WRITETIME gave 1"):
-        list(snapshot_encoder(ITEMS, core=core, cluster="c", published_at_ms=1).events([row]))
+        built(snapshot_encoder(ITEMS, core=core, cluster="c", published_at_ms=1), [row])
     row[tags.time_at] = None
     with pytest.raises(PipelineError, match="column tags: WRITETIME gave null"):
-        list(snapshot_encoder(ITEMS, core=core, cluster="c", published_at_ms=1).events([row]))
+        built(snapshot_encoder(ITEMS, core=core, cluster="c", published_at_ms=1), [row])
