@@ -281,6 +281,26 @@ fn skip_long(data: &[u8], mut pos: usize) -> Option<usize> {
     Some(pos + 1)
 }
 
+/// The unsigned varint at `pos` (an Avro long before its zigzag is undone), and the position after it;
+/// None past the end or beyond 64 bits.
+pub fn varint(data: &[u8], pos: usize) -> Option<(u64, usize)> {
+    let mut shift = 0u32;
+    let mut value = 0u64;
+    let mut at = pos;
+    loop {
+        let byte = *data.get(at)?;
+        at += 1;
+        if shift > 63 {
+            return None;
+        }
+        value |= u64::from(byte & 0x7F) << shift;
+        if byte & 0x80 == 0 {
+            return Some((value, at));
+        }
+        shift += 7;
+    }
+}
+
 /// The Avro string or bytes at `pos`, and the position after it. One length byte is read as the Python
 /// reader reads it (its low bit ignored); a longer length must not be negative.
 fn span(data: &[u8], pos: usize) -> Option<(&[u8], usize)> {
@@ -288,21 +308,7 @@ fn span(data: &[u8], pos: usize) -> Option<(&[u8], usize)> {
     let (start, size) = if first < 0x80 {
         (pos + 1, (first >> 1) as usize)
     } else {
-        let mut shift = 0u32;
-        let mut value = 0u64;
-        let mut at = pos;
-        loop {
-            let byte = *data.get(at)?;
-            at += 1;
-            if shift > 63 {
-                return None;
-            }
-            value |= u64::from(byte & 0x7F) << shift;
-            if byte & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-        }
+        let (value, at) = varint(data, pos)?;
         if value & 1 != 0 {
             return None; // a negative length
         }

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use pyo3::intern;
 
-use crate::raw_event::RAW_FORMAT;
+use crate::raw_event::{varint, RAW_FORMAT};
 
 /// Reading position in one event's bytes; every read is None past the end or on an odd value.
 struct Cursor<'a> {
@@ -21,20 +21,8 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn long(&mut self) -> Option<i64> {
-        let mut shift = 0u32;
-        let mut value = 0u64;
-        loop {
-            let byte = *self.data.get(self.pos)?;
-            self.pos += 1;
-            if shift > 63 {
-                return None;
-            }
-            value |= u64::from(byte & 0x7F) << shift;
-            if byte & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-        }
+        let (value, after) = varint(self.data, self.pos)?;
+        self.pos = after;
         Some(((value >> 1) as i64) ^ -((value & 1) as i64))
     }
 
