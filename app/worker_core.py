@@ -60,14 +60,5 @@ def heads_reader(core: str) -> HeadsReader:
 
 
 def event_reader(core: str) -> EventReader:
-    """``decode_raw_event`` of the chosen core. The native one leaves odd bytes to the Python reader,
-    which says what is wrong with them."""
-    if core != "native":
-        return raw_event.decode_raw_event
-    native, python = cdc_native.decode_raw_event, raw_event.decode_raw_event
-
-    def decode(data: bytes) -> dict[str, Any]:
-        event: dict[str, Any] | None = native(data)
-        return python(data) if event is None else event
-
-    return decode
+    """``decode_raw_event`` of the chosen core (``raw_event.raw_event_reader``)."""
+    return raw_event.raw_event_reader(cdc_native.decode_raw_event if core == "native" else None)

@@ -1,5 +1,5 @@
-"""The native core (the `cdc_native` extension built from `native/`) for the bootstrap's per-row work,
-when it is installed: the one module of the pipeline that imports it.
+"""The native core (the `cdc_native` extension built from `native/`) for the bootstrap's per-row work and
+the replay's raw events, when it is installed: the one module of the pipeline that imports it.
 
 The Spark tasks of `cdc pipeline bootstrap` cut every result page of the scan into values
 (``cassandra_scan._raw_rows``) before the events are built; in Rust that takes a third of the Python's CPU (about 3 µs a row of the bench table against 10).
@@ -28,3 +28,7 @@ raw_rows: Callable[[bytes, int, int], list[list[bytes | None]]] | None = (
 #: the bootstrap's event builder in Rust (native/src/snapshot_events.rs; ``snapshot_encoder.SnapshotEncoder``
 #: is its specification), or None
 SnapshotEncoder: Any = getattr(cdc_native, "SnapshotEncoder", None)
+
+#: one raw event's dict in Rust (native/src/raw_event_dict.rs; ``schemas.raw_event.decode_raw_event`` is its
+#: specification), None for odd bytes; or None where not installed
+decode_raw_event: Any = getattr(cdc_native, "decode_raw_event", None)

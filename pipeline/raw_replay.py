@@ -4,7 +4,8 @@ Replay runs the workers' own merge (``state.partition_state.PartitionState.apply
 workers' matching of bootstrap list elements, ``state.snapshot_lists``), which is idempotent and
 commutative, so the raw topic can be read in any order and with every replica's copy: the events of a
 partition are applied as they come and the live rows are read once, at one ``now`` for the whole job.
-Images come out in the clean topics' JSON form (``schemas.change_codec.json_value_row``), keyed by the
+Raw events are read with the native core where it is installed (``pipeline.native_core``; odd bytes still
+go to the Python reader). Images come out in the clean topics' JSON form (``schemas.change_codec.json_value_row``), keyed by the
 primary key as ``cdc.verify.oracle.key_text`` keys them, so they compare directly with the clean topics'
 ``after`` images, with lake rows and with Cassandra's rows.
 
@@ -21,9 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassandra_model.table_schema import TableSchema
+from pipeline import native_core
 from schemas.change_json import json_value_row
 from schemas.driver_rows import key_text
-from schemas.raw_event import RawEventError, decode_raw_event, is_snapshot_source
+from schemas.raw_event import RawEventError, is_snapshot_source, raw_event_reader
 from state.change import expiry_changes
 from state.partition_state import PartitionState, prepare_event
 from state.row_image import RowImage, decode_row, partition_images
@@ -130,6 +132,10 @@ def replay_partition(
     return out
 
 
+#: the raw events' reader: the native core's where installed (``schemas.raw_event.raw_event_reader``)
+_read_event = raw_event_reader(native_core.decode_raw_event)
+
+
 def replay_encoded(
     values: Iterable[bytes], schema: TableSchema, now_s: int, *, settle_s: int = 0
 ) -> PartitionReplay:
@@ -138,7 +144,7 @@ def replay_encoded(
     bad = 0
     for value in values:
         try:
-            events.append(decode_raw_event(value))
+            events.append(_read_event(value))
         except RawEventError:
             bad += 1
     out = replay_partition(events, schema, now_s, settle_s=settle_s)

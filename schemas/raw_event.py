@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,6 +155,25 @@ def decode_raw_event(data: bytes) -> dict[str, Any]:
     if record["format"] != RAW_FORMAT:
         raise RawEventError(f"raw event format {record['format']} is not {RAW_FORMAT}; upgrade the reader")
     return record
+
+
+#: the native core's decode of one raw event (``cdc_native.decode_raw_event``): its dict, or None where
+#: the bytes are odd
+NativeEventDecoder = Callable[[bytes], dict[str, Any] | None]
+
+
+def raw_event_reader(native: NativeEventDecoder | None) -> Callable[[bytes], dict[str, Any]]:
+    """``decode_raw_event`` through the native core's decoder where one is given (the worker's and the
+    replay's choice): it reads the events, and hands the bytes it finds odd to ``decode_raw_event``, which
+    says what is wrong with them."""
+    if native is None:
+        return decode_raw_event
+
+    def decode(data: bytes) -> dict[str, Any]:
+        event = native(data)
+        return decode_raw_event(data) if event is None else event
+
+    return decode
 
 
 @dataclass(slots=True, frozen=True)

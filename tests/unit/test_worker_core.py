@@ -77,5 +77,5 @@ def test_the_native_core_runs_when_installed(tmp_path: Path) -> None:
         "core": "native",
         "gauge": 1.0,
         "heads": "cdc_native",
-        "events": "event_reader.<locals>.decode",
+        "events": "raw_event_reader.<locals>.decode",
     }

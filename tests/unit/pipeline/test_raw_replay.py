@@ -19,6 +19,7 @@ import pytest
 
 from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
+from pipeline import native_core, raw_replay
 from pipeline.raw_replay import (
     PartitionReplay,
     clean_key_text,
@@ -346,6 +347,18 @@ def test_undecodable_records_are_counted_and_left_out() -> None:
     assert result.skipped == len(old)
     assert result.events == 2
     assert got_rows(result) == expected_rows(mine, SINGLE, NOW)
+
+
+def test_the_replay_reads_with_the_native_core_where_installed_and_gets_the_python_readers_rows() -> None:
+    if native_core.decode_raw_event is None:
+        pytest.skip("the native core is not installed (make setup builds it)")
+    assert raw_replay._read_event.__qualname__ == "raw_event_reader.<locals>.decode"
+    mine, old = single_events()
+    good = [encode_raw_event(e) for e in [*mine, *old]]
+    values = [*good, good[0][:-3], b"\x02\x00"]
+    python = replay_partition([decode_raw_event(v) for v in good], SINGLE, NOW, settle_s=10)
+    python.undecodable = 2
+    assert replay_encoded(values, SINGLE, NOW, settle_s=10) == python
 
 
 def test_only_undecodable_records_replay_to_no_rows() -> None:
