@@ -3,9 +3,9 @@
 The native core (the `cdc_native` extension built from native/ by `make setup`, shared with the agent)
 reads the table and digest of every raw record of a batch in one call (``raw_event_heads``), so the
 replica copies, two of three records at three replicas, are dropped without a Python call per record;
-it reads the others into the dicts the merge takes (``decode_raw_event``); it writes JSON change events (``ChangeJson``, for tables whose columns are all of the common scalar
-types, see schemas/change_json.py); and it writes the stored bytes of rows of simple cells
-(``encode_row_value``, see state/store/codec.py).
+it reads the others into the dicts the merge takes (``decode_raw_event``); it writes JSON change events
+(``ChangeJson``, for tables whose columns are all of the common scalar types, see schemas/change_json.py);
+and it writes the stored bytes of rows of simple cells (``encode_row_value``, see state/store/codec.py).
 The Python functions stay the specification and the fallback: without the extension (`pip install .`
 with no Rust toolchain) the worker runs on them, slower, and says so in its log, /health and the
 ``cdc_worker_native_core`` metric, as the agent does.
@@ -38,8 +38,6 @@ AVAILABLE = (
 
 #: per raw record value: its table ("keyspace.table") and digest, or None (see raw_event_heads)
 HeadsReader = Callable[[Sequence[bytes | None]], list[tuple[str, bytes] | None]]
-#: a raw record's value -> the raw event's dict (RawEventError where it does not decode)
-EventReader = Callable[[bytes], dict[str, Any]]
 
 
 def change_json(core: str) -> NativeEncoder | None:
@@ -59,6 +57,6 @@ def heads_reader(core: str) -> HeadsReader:
     return raw_event.raw_event_heads
 
 
-def event_reader(core: str) -> EventReader:
+def event_reader(core: str) -> raw_event.RawEventReader:
     """``decode_raw_event`` of the chosen core (``raw_event.raw_event_reader``)."""
     return raw_event.raw_event_reader(cdc_native.decode_raw_event if core == "native" else None)

@@ -5,9 +5,10 @@ workers' matching of bootstrap list elements, ``state.snapshot_lists``), which i
 commutative, so the raw topic can be read in any order and with every replica's copy: the events of a
 partition are applied as they come and the live rows are read once, at one ``now`` for the whole job.
 Raw events are read with the native core where it is installed (``pipeline.native_core``; odd bytes still
-go to the Python reader). Images come out in the clean topics' JSON form (``schemas.change_codec.json_value_row``), keyed by the
-primary key as ``cdc.verify.oracle.key_text`` keys them, so they compare directly with the clean topics'
-``after`` images, with lake rows and with Cassandra's rows.
+go to the Python reader). Images come out in the clean topics' JSON form
+(``schemas.change_codec.json_value_row``), keyed by the primary key as ``cdc.verify.oracle.key_text``
+keys them, so they compare directly with the clean topics' ``after`` images, with lake rows and with
+Cassandra's rows.
 
 TTLs: a row whose image changes by expiry shortly before ``now`` may or may not have reached the clean
 topics yet (the workers' expiry timer runs every ``expiry_interval_ms``). ``settle_s`` names those rows

@@ -160,9 +160,11 @@ def decode_raw_event(data: bytes) -> dict[str, Any]:
 #: the native core's decode of one raw event (``cdc_native.decode_raw_event``): its dict, or None where
 #: the bytes are odd
 NativeEventDecoder = Callable[[bytes], dict[str, Any] | None]
+#: a raw record's value -> the raw event's dict (RawEventError where it does not decode)
+RawEventReader = Callable[[bytes], dict[str, Any]]
 
 
-def raw_event_reader(native: NativeEventDecoder | None) -> Callable[[bytes], dict[str, Any]]:
+def raw_event_reader(native: NativeEventDecoder | None) -> RawEventReader:
     """``decode_raw_event`` through the native core's decoder where one is given (the worker's and the
     replay's choice): it reads the events, and hands the bytes it finds odd to ``decode_raw_event``, which
     says what is wrong with them."""

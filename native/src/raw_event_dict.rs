@@ -67,6 +67,25 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Unwraps a read (None: odd bytes) and then a Python call's result, in a function returning both.
+macro_rules! read {
+    ($e:expr) => {
+        match $e? {
+            Ok(value) => value,
+            Err(err) => return Some(Err(err)),
+        }
+    };
+}
+
+/// Sets one item of a dict, in a function returning both: a Python error returns from it.
+macro_rules! set {
+    ($dict:expr, $key:expr, $value:expr) => {
+        if let Err(err) = $dict.set_item($key, $value) {
+            return Some(Err(err));
+        }
+    };
+}
+
 /// Every item of an Avro array, each read by `item` into `list`.
 fn array<'py>(
     py: Python<'py>,
@@ -80,33 +99,12 @@ fn array<'py>(
             return Some(Ok(list));
         }
         for _ in 0..count {
-            let value = match item(c)? {
-                Ok(value) => value,
-                Err(err) => return Some(Err(err)),
-            };
+            let value = read!(item(c));
             if let Err(err) = list.append(value) {
                 return Some(Err(err));
             }
         }
     }
-}
-
-/// Unwraps a read (None: odd bytes) and then a Python call's result, in a function returning both.
-macro_rules! read {
-    ($e:expr) => {
-        match $e? {
-            Ok(value) => value,
-            Err(err) => return Some(Err(err)),
-        }
-    };
-}
-
-macro_rules! set {
-    ($dict:expr, $key:expr, $value:expr) => {
-        if let Err(err) = $dict.set_item($key, $value) {
-            return Some(Err(err));
-        }
-    };
 }
 
 fn deletion(py: Python<'_>, c: &mut Cursor<'_>) -> Option<PyResult<PyObject>> {
