@@ -6,7 +6,11 @@ can cause are harmless downstream (the processor drops replica copies and redeli
 
 An idempotent producer whose batches expired while Kafka was away has used sequence numbers the broker
 never saw, and every later batch fails with OutOfOrderSequenceNumber for good; such a producer is replaced
-by a new one (a new producer id starts its sequences afresh) before the failed records are resent.
+by a new one (a new producer id starts its sequences afresh) before the failed records are resent. So is
+a producer that leaves records unanswered for STUCK_WINDOWS request timeouts while a new one can connect:
+after a broker restart aiokafka can keep a batch for good (seen in a fault campaign: 15 records for eight
+minutes with Kafka serving everyone else). A replaced producer gets STOP_TIMEOUT_S to finish; every send it
+has not answered by then is sent again on the new one, so no record waits on a producer that is gone.
 
 While the broker is away aiokafka keeps retrying batches itself (with idempotence, without a deadline), so
 no send fails; a watchdog counts a send error, logs and clears `connected` whenever records stay
@@ -42,7 +46,13 @@ from agents.metrics import AgentMetrics
 from agents.segment_gaps import gap_topic
 from agents.stop_signal import wait_or_stop
 from runtime.config import KafkaConfig
-from runtime.kafka_clients import KafkaAccessError, diagnose_kafka, make_producer, start_kafka_client
+from runtime.kafka_clients import (
+    KafkaAccessError,
+    diagnose_kafka,
+    make_producer,
+    start_kafka_client,
+    stop_client,
+)
 from runtime.kafka_topics import TopicSpec, ensure_topics
 from runtime.logs import Repeats
 from runtime.secrets import scrub
@@ -56,6 +66,27 @@ FAILURE_LOG_INTERVAL_S = 30.0
 #: errors that mean the producer's idempotence state no longer matches the broker's: resending with the
 #: same producer fails the same way forever
 PRODUCER_STATE_ERRORS = (OutOfOrderSequenceNumber, InvalidProducerEpoch, ProducerFenced, UnknownProducerId)
+#: request timeouts in a row without an acknowledgement after which the producer is replaced, if a new one
+#: connects (during an outage none does, and the old one keeps retrying)
+STUCK_WINDOWS = 2
+
+
+class ProducerRetired(KafkaError):
+    """The send's producer was replaced before it answered: the record is sent again on the new one."""
+
+
+@dataclass(slots=True, eq=False)
+class _Send:
+    """One send a producer has taken and not answered yet; settled once, by its answer or its retirement."""
+
+    producer: AIOKafkaProducer
+    settle: Callable[[BaseException | None], None]
+    settled: bool = False
+
+    def answer(self, exc: BaseException | None) -> None:
+        if not self.settled:
+            self.settled = True
+            self.settle(exc)
 
 
 @dataclass(slots=True)
@@ -101,6 +132,8 @@ class RawPublisher:
         self._watchdog: asyncio.Task[None] | None = None
         self._failures = Repeats(FAILURE_LOG_INTERVAL_S)
         self._failures_unlogged = 0  # records whose failed sends the log has not counted yet
+        self._unsettled: set[_Send] = set()
+        self._silent_windows = 0  # request timeouts in a row that passed without an acknowledgement
         self.connected = False
 
     async def start(self, stopping: asyncio.Event) -> bool:
@@ -152,6 +185,17 @@ class RawPublisher:
             if self._in_flight and waited > timeout:
                 self.connected = False
                 self.metrics.send_errors.inc()
+                self._silent_windows += 1
+                if self._silent_windows >= STUCK_WINDOWS and self._stale is None:
+                    records, self._stale = self._in_flight, self._producer
+                    if await self._replace_stale_producer(
+                        f"{records} records unacknowledged for {self._silent_windows * timeout:.0f} s "
+                        "though a new producer connects"
+                    ):
+                        self._silent_windows = 0
+                        self._progress_at = time.monotonic()
+                        continue
+                    self._stale = None  # Kafka is away: the producer keeps retrying, try again later
                 reason = await self._diagnose()
                 log.warning("%d records (%d bytes) unacknowledged for %.0f s: Kafka at %s is not answering%s",
                             self._in_flight, self._in_flight_bytes, waited, self.config.bootstrap_servers,
@@ -192,24 +236,53 @@ class RawPublisher:
             raise
         return producer
 
-    async def _replace_stale_producer(self) -> None:
-        """Swap a producer that failed with a PRODUCER_STATE_ERRORS error for a new one (once)."""
+    async def _replace_stale_producer(
+        self, why: str = "its sequence numbers no longer matched the broker's"
+    ) -> bool:
+        """Swap the producer marked stale (one that failed with a PRODUCER_STATE_ERRORS error, or left
+        records unanswered) for a new one, once; True if it was swapped."""
         async with self._replacing:
             stale = self._stale
             if stale is None or stale is not self._producer:
-                return
+                return False
             try:
                 fresh = await self._new_producer()
             except (KafkaError, OSError, ClientSetupError) as exc:
-                log.warning("cannot start a new Kafka producer yet (%s); retrying with the next resend",
-                            self._safe(exc))  # fmt: skip
-                return
+                log.warning("cannot start a new Kafka producer yet (%s); trying again later", self._safe(exc))
+                return False
             self._producer = fresh
             self._stale = None
-            log.warning("replaced the Kafka producer: its sequence numbers no longer matched the broker's")
-            task = asyncio.get_running_loop().create_task(stale.stop())  # its batches fail, and are resent
+            log.warning("replaced the Kafka producer: %s", why)
+            task = asyncio.get_running_loop().create_task(self._retire(stale))
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
+            return True
+
+    async def _retire(self, producer: AIOKafkaProducer) -> None:
+        """Stop a replaced producer (within STOP_TIMEOUT_S), then send again whatever it left unanswered."""
+        await stop_client(producer, "the replaced Kafka producer")
+        left = [send for send in self._unsettled if send.producer is producer]
+        if left:
+            log.warning("the replaced Kafka producer left %d sends unanswered; sending them again", len(left))
+        for send in left:
+            self._unsettled.discard(send)
+            send.answer(ProducerRetired())
+
+    def _watch(
+        self,
+        producer: AIOKafkaProducer,
+        future: asyncio.Future[object],
+        settle: Callable[[BaseException | None], None],
+    ) -> None:
+        """Settle a send once: with its future's outcome, or as retired if its producer is replaced first."""
+        send = _Send(producer, settle)
+        self._unsettled.add(send)
+
+        def answered(done: asyncio.Future[object]) -> None:
+            self._unsettled.discard(send)
+            send.answer(ProducerRetired() if done.cancelled() else done.exception())
+
+        future.add_done_callback(answered)
 
     async def _ensure_topics(self) -> None:
         raw, schema_topic = self.config.raw_topic, self.config.schema_topic
@@ -303,20 +376,17 @@ class RawPublisher:
                 except KafkaError as exc:
                     self._schedule_part_resend(piece, attempt, exc, producer)
                 else:
-                    future.add_done_callback(lambda f, p=piece: self._part_delivered(f, p, attempt, producer))
+                    self._watch(producer, future,
+                                lambda exc, p=piece: self._part_delivered(exc, p, attempt, producer))  # fmt: skip
             start = end
 
     def _part_delivered(
-        self, future: asyncio.Future[object], part: _Part, attempt: int, producer: AIOKafkaProducer
+        self, exc: BaseException | None, part: _Part, attempt: int, producer: AIOKafkaProducer
     ) -> None:
-        if future.cancelled():
-            return
-        exc = future.exception()
         if exc is not None:
             self._schedule_part_resend(part, attempt, exc, producer)
             return
-        self.connected = True
-        self._progress_at = time.monotonic()
+        self._acknowledged()
         part.on_ack(part.tags)
         self._release_many(part.size, len(part.tags))
 
@@ -345,13 +415,12 @@ class RawPublisher:
         except KafkaError as exc:
             self._schedule_resend(topic, key, value, size, on_ack, attempt, exc, producer)
             return
-        future.add_done_callback(
-            lambda f: self._delivered(f, topic, key, value, size, on_ack, attempt, producer)
-        )
+        self._watch(producer, future,
+                    lambda exc: self._delivered(exc, topic, key, value, size, on_ack, attempt, producer))  # fmt: skip
 
     def _delivered(
         self,
-        future: asyncio.Future[object],
+        exc: BaseException | None,
         topic: str,
         key: bytes,
         value: bytes,
@@ -360,14 +429,10 @@ class RawPublisher:
         attempt: int,
         producer: AIOKafkaProducer,
     ) -> None:
-        if future.cancelled():
-            return
-        exc = future.exception()
         if exc is not None:
             self._schedule_resend(topic, key, value, size, on_ack, attempt, exc, producer)
             return
-        self.connected = True
-        self._progress_at = time.monotonic()
+        self._acknowledged()
         on_ack()
         self._release(size)
 
@@ -417,6 +482,11 @@ class RawPublisher:
             self._failures_unlogged = 0
         return min(0.1 * 2**attempt, MAX_BACKOFF_S)
 
+    def _acknowledged(self) -> None:
+        self.connected = True
+        self._progress_at = time.monotonic()
+        self._silent_windows = 0
+
     def _release(self, size: int) -> None:
         self._release_many(size, 1)
 
@@ -437,11 +507,11 @@ class RawPublisher:
     async def stop(self) -> None:
         if self._watchdog is not None:
             self._watchdog.cancel()
-        for task in list(self._resends):
-            task.cancel()
-        for task in list(self._closing):
+        for task in list(self._closing):  # a replaced producer's stop, bounded by stop_client
             with contextlib.suppress(Exception):
                 await task
+        for task in list(self._resends):
+            task.cancel()
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None

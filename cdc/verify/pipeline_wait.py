@@ -76,21 +76,41 @@ def wait_idle(
     timeout_s: float,
 ) -> float:
     """Until every TTL written has expired (``expiry_done_s``, monotonic), the agents have nothing left to
-    send, the raw topic stops growing and the workers' group has consumed it all: seconds waited."""
+    send, the raw topic stops growing and the workers' group has consumed it all: seconds waited.
+
+    PipelineStalled past ``timeout_s`` says what was still busy at the last look, so a failed run points
+    at the agent, the workers or the topic."""
     began = time.monotonic()
     deadline = began + timeout_s
     stable_since: float | None = None
     last_end: int | None = None
+    busy = "nothing looked at yet"
     while True:
         now = time.monotonic()
         if now > deadline:
-            raise PipelineStalled(f"the pipeline is not idle after {timeout_s:.0f} s")
+            raise PipelineStalled(f"the pipeline is not idle after {timeout_s:.0f} s: {busy}")
         end, lag = asyncio.run(raw_end_and_lag(kafka, raw_topic, group))
-        agents_idle = all(agent_lag(a) == 0 for a in agents)
-        if end != last_end or not agents_idle or lag:
+        lags = {agent.name: agent_lag(agent) for agent in agents}
+        busy = idle_report(lags, lag, grew=end != last_end)
+        if end != last_end or any(v != 0 for v in lags.values()) or lag:
             stable_since, last_end = None, end
         elif stable_since is None:
             stable_since = now
         if stable_since is not None and now - stable_since >= 3.0 and now >= expiry_done_s:
             return now - began
         time.sleep(0.5)
+
+
+def idle_report(agent_lags: dict[str, float | None], group_lag: int, *, grew: bool) -> str:
+    """What keeps the pipeline from being idle, in words (or that nothing does)."""
+    parts = [
+        f"{name} has {lag:.0f} bytes of cdc_raw unacknowledged by Kafka" if lag is not None
+        else f"{name} does not answer on /metrics"
+        for name, lag in sorted(agent_lags.items())
+        if lag != 0
+    ]  # fmt: skip
+    if group_lag:
+        parts.append(f"the workers' group has {group_lag} raw records not merged yet")
+    if grew:
+        parts.append("the raw topic grew since the look before")
+    return "; ".join(parts) or "idle, waiting for the last TTLs to run out"

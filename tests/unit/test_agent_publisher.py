@@ -1,8 +1,11 @@
-"""The publisher recovers from a producer whose idempotence state broke, and notices a silent broker.
+"""The publisher recovers from a producer whose idempotence state broke or that keeps records for good,
+and notices a silent broker.
 
-Both were found by the broker-outage acceptance test: after a 30 s outage every send failed with
-OutOfOrderSequenceNumber forever (batches that expired client-side had used sequence numbers), and during
-the outage nothing was counted as a send error because aiokafka retries such batches itself.
+The first and last were found by the broker-outage acceptance test: after a 30 s outage every send failed
+with OutOfOrderSequenceNumber forever (batches that expired client-side had used sequence numbers), and
+during the outage nothing was counted as a send error because aiokafka retries such batches itself. The
+second by a fault campaign: after a broker restart one agent's producer held 15 records for eight minutes
+while Kafka served everyone else, and the run never became idle.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import asyncio
 from typing import Any, ClassVar
 
 import pytest
-from aiokafka.errors import OutOfOrderSequenceNumber
+from aiokafka.errors import KafkaConnectionError, OutOfOrderSequenceNumber
 
 import agents.publisher as publisher_module
 from agents.metrics import AgentMetrics
@@ -32,7 +35,8 @@ class FakeProducer:
         FakeProducer.created.append(self)
 
     async def start(self) -> None:
-        pass
+        if self.behaviour == "down":
+            raise KafkaConnectionError("Unable to bootstrap from [('127.0.0.1', 9092)]")
 
     async def stop(self) -> None:
         self.stopped = True
@@ -45,7 +49,7 @@ class FakeProducer:
         elif self.behaviour == "ok":
             future.set_result(object())
         else:
-            self.pending.append(future)  # "silent": no answer until the test gives one
+            self.pending.append(future)  # "silent", "stuck": no answer until the test gives one
         return future
 
 
@@ -90,7 +94,7 @@ def test_producer_failing_with_out_of_order_sequence_is_replaced(monkeypatch: py
 
 
 def test_records_left_unacknowledged_count_as_send_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    install(monkeypatch, ["silent"])
+    install(monkeypatch, ["silent", "down"])  # Kafka is away: no new producer connects either
     metrics = AgentMetrics()
 
     async def scenario() -> tuple[bool, float, bool]:
@@ -136,3 +140,34 @@ def test_failed_sends_are_told_at_once_then_summarised_over_a_window_not_the_mac
         "a send to raw failed (OutOfOrderSequenceNumber: [Error 45] OutOfOrderSequenceNumber); resending "
         f"with backoff (further failures are summarised every {publisher_module.FAILURE_LOG_INTERVAL_S:.0f} s)"
     ], told
+
+
+def test_a_producer_that_keeps_records_while_kafka_answers_is_replaced_and_they_are_resent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A producer that never answers (and whose stop leaves its sends unanswered, as aiokafka's does when
+    it cancels its sender) is replaced once a new producer connects; each record is acknowledged once."""
+    install(monkeypatch, ["stuck", "ok"])
+    metrics = AgentMetrics()
+
+    async def scenario() -> tuple[list[int], bool, float]:
+        publisher = RawPublisher(
+            KafkaConfig(request_timeout_ms=200), max_in_flight_bytes=2**20, metrics=metrics
+        )
+        assert await publisher.start(asyncio.Event())
+        acked: list[int] = []
+        for i in range(3):
+            await publisher.send("raw", b"k", b"v%d" % i, lambda i=i: acked.append(i))
+        drained = await publisher.drain(10.0)
+        FakeProducer.created[0].pending[0].set_result(object())  # a late answer from the old producer
+        await asyncio.sleep(0)
+        await publisher.stop()
+        return acked, drained, send_errors(metrics)
+
+    acked, drained, errors = asyncio.run(scenario())
+    stuck, fresh = FakeProducer.created[:2]
+    assert drained, f"records still in flight: producers {FakeProducer.created}"
+    assert sorted(acked) == [0, 1, 2], f"each record acknowledged once, late answers ignored: {acked}"
+    assert stuck.stopped, "the stuck producer was not stopped"
+    assert sorted(fresh.sent) == [b"v0", b"v1", b"v2"], f"resent on the new producer: {fresh.sent}"
+    assert errors >= 3, "the records the stuck producer kept were not counted as send errors"
