@@ -1,8 +1,10 @@
 """The agent's HTTP endpoints: `/health` (JSON), Prometheus `/metrics`, and the gaps it found in cdc_raw.
 
-`/health` answers 503 while starting or stalled, and 200 when ok or degraded: a degraded agent (it found
-CDC data Cassandra deleted before it was read) keeps going, so a liveness probe must not restart it; a
-restart would not bring the data back. `GET /gaps` lists the gaps not yet acknowledged, and
+`/health` answers 503 while starting or stalled, and 200 when ok or degraded, with `problems` saying why
+unless ok: a degraded agent (it found CDC data Cassandra deleted before it was read, or Kafka is not
+taking its records: `kafka_connected` false, and its pass over cdc_raw may wait for room in flight) keeps
+going, so a liveness probe must not restart it; a restart would bring back neither the data nor Kafka.
+Stalled is a pass over cdc_raw that has not finished for a while with Kafka taking records. `GET /gaps` lists the gaps not yet acknowledged, and
 `POST /gaps/acknowledge` acknowledges them all (the health is ok again; the records stay on the gap topic).
 """
 

@@ -548,11 +548,24 @@ class NodeAgent:
         stalled_after = max(10.0, 20 * self.settings.poll_interval_ms / 1000)
         age = time.monotonic() - self.last_cycle
         gaps = self.gaps.unacknowledged
-        status = "starting" if not self.started else ("ok" if age < stalled_after else "stalled")
-        if status == "ok" and gaps:
-            status = "degraded"
+        problems = []
+        if gaps:
+            problems.append(f"{len(gaps)} gaps in cdc_raw not acknowledged (GET /gaps)")
+        if not self.publisher.connected:
+            problems.append(
+                f"Kafka at {self.config.kafka.bootstrap_servers} is not taking the agent's records"
+            )
+        if age >= stalled_after:
+            problems.append(f"no pass over cdc_raw for {age:.0f} s")
+        if not self.started:
+            status = "starting"
+        elif age >= stalled_after and self.publisher.connected:
+            status = "stalled"  # not waiting for Kafka: something in the agent is stuck, a restart may help
+        else:
+            status = "degraded" if problems else "ok"  # it goes on; a restart brings back neither
         return {
             "status": status,
+            "problems": problems,
             "node": self.settings.node,
             "gaps_unacknowledged": len(gaps),
             "last_gap": gaps[-1].gap_id if gaps else None,

@@ -15,7 +15,9 @@ has not answered by then is sent again on the new one, so no record waits on a p
 While the broker is away aiokafka keeps retrying batches itself (with idempotence, without a deadline), so
 no send fails; a watchdog counts a send error, logs and clears `connected` whenever records stay
 unacknowledged for request_timeout_ms, so an outage shows in the metrics and the health endpoint (with
-the reason when it is one the config can fix, from runtime.kafka_clients.diagnose_kafka).
+the reason when it is one the config can fix, from runtime.kafka_clients.diagnose_kafka). With nothing
+in flight no send tells, so then the watchdog asks Kafka for metadata every PROBE_EVERY_S
+(runtime.kafka_probe): an idle agent's `connected` follows Kafka too.
 
 Every client is made by runtime.kafka_clients (`kafka.security`: TLS, SASL). At start a refusal the
 config must fix (wrong password, untrusted certificate, TLS on one side only, a key file that does not
@@ -53,6 +55,7 @@ from runtime.kafka_clients import (
     start_kafka_client,
     stop_client,
 )
+from runtime.kafka_probe import PROBE_EVERY_S, KafkaProbe
 from runtime.kafka_topics import TopicSpec, ensure_topics
 from runtime.logs import Repeats
 from runtime.secrets import scrub
@@ -134,6 +137,8 @@ class RawPublisher:
         self._failures_unlogged = 0  # records whose failed sends the log has not counted yet
         self._unsettled: set[_Send] = set()
         self._silent_windows = 0  # request timeouts in a row that passed without an acknowledgement
+        self._probe = KafkaProbe(config)
+        self._probe_at = 0.0  # when the idle probe may look next
         self.connected = False
 
     async def start(self, stopping: asyncio.Event) -> bool:
@@ -181,7 +186,15 @@ class RawPublisher:
         timeout = self.config.request_timeout_ms / 1000
         while True:
             await asyncio.sleep(max(0.05, min(1.0, timeout / 4)))
-            waited = time.monotonic() - self._progress_at
+            now = time.monotonic()
+            if not self._in_flight:
+                if now >= self._probe_at:
+                    self._probe_at = now + PROBE_EVERY_S
+                    problem = await self._probe.look()
+                    if not self._in_flight:  # else the records sent meanwhile tell
+                        self._probed(problem)
+                continue
+            waited = now - self._progress_at
             if self._in_flight and waited > timeout:
                 self.connected = False
                 self.metrics.send_errors.inc()
@@ -201,6 +214,15 @@ class RawPublisher:
                             self._in_flight, self._in_flight_bytes, waited, self.config.bootstrap_servers,
                             f" ({reason})" if reason else "")  # fmt: skip
                 self._progress_at = time.monotonic()
+
+    def _probed(self, problem: BaseException | None) -> None:
+        """An idle agent's view of Kafka, from the probe's answer (logged when it changes)."""
+        if problem is None and not self.connected:
+            log.info("Kafka at %s answers again", self.config.bootstrap_servers)
+        elif problem is not None and self.connected:
+            log.warning("Kafka at %s does not answer (%s: %s)", self.config.bootstrap_servers,
+                        type(problem).__name__, self._safe(problem))  # fmt: skip
+        self.connected = problem is None
 
     async def _diagnose(self) -> str | None:
         """Why Kafka does not answer, when the config can fix it (a password changed on the broker...)."""
@@ -507,6 +529,7 @@ class RawPublisher:
     async def stop(self) -> None:
         if self._watchdog is not None:
             self._watchdog.cancel()
+        await self._probe.stop()
         for task in list(self._closing):  # a replaced producer's stop, bounded by stop_client
             with contextlib.suppress(Exception):
                 await task

@@ -2,7 +2,7 @@
 
 Two things are followed, each with the moment it went wrong:
 
-- **reachable**: a metadata request every few seconds (app/kafka_probe.py) answered or not. It tells an
+- **reachable**: a metadata request every few seconds (runtime/kafka_probe.py) answered or not. It tells an
   idle worker's Kafka outage too, when nothing is committed;
 - **commits**: whether the last transaction of a batch, an expiry or a heartbeat committed. A batch that
   cannot commit is retried for ``worker.outage_timeout_s``, then the worker stops (app/batch_loop.py).

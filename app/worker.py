@@ -34,7 +34,6 @@ from app.change_processor import ChangeProcessor
 from app.errors import TransactionFailed, WorkerError
 from app.group_offsets import GroupOffsets
 from app.heartbeat import make_heartbeat
-from app.kafka_probe import PROBE_EVERY_S, KafkaProbe
 from app.kafka_status import KafkaStatus
 from app.owner_directory import OwnerDirectory
 from app.partition_producers import PartitionProducers
@@ -49,6 +48,7 @@ from app.worker_stats import WorkerStats
 from runtime.config import CdcConfig, ConfigError, KafkaConfig, WorkerConfig
 from runtime.core_choice import choose_core, core_description
 from runtime.kafka_clients import KafkaAccessError, explain_kafka_error, faust_broker
+from runtime.kafka_probe import PROBE_EVERY_S, KafkaProbe
 from runtime.kafka_topics import TopicSpec, ensure_topics
 from runtime.tls import ClientSetupError, KeyPasswordRefused
 from schemas.change_codec import ChangeCodec

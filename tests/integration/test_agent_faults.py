@@ -257,6 +257,10 @@ def test_broker_outage_of_30s_during_load_loses_nothing(
     assert health_during is not None and not health_during["kafka_connected"], (
         f"health during: {health_during}"
     )
+    assert health_during["status"] == "degraded" and health_during["http_status"] == 200, (
+        f"a pass over cdc_raw waiting for Kafka is no stall to restart for: {health_during}"
+    )
+    assert any("Kafka" in problem for problem in health_during["problems"]), f"health during: {health_during}"
 
     expected = expected_counter(written)
     with RawTopic(kafka_bootstrap, agent.raw_topic) as topic:

@@ -53,6 +53,26 @@ class FakeProducer:
         return future
 
 
+class FakeProbe:
+    """Stands in for runtime.kafka_probe.KafkaProbe: Kafka answers while `answers` is true."""
+
+    answers = True
+
+    def __init__(self, kafka: KafkaConfig) -> None:
+        pass
+
+    async def look(self) -> BaseException | None:
+        return None if FakeProbe.answers else KafkaConnectionError("Unable to bootstrap")
+
+    async def stop(self) -> None:
+        pass
+
+
+def install_probe(monkeypatch: pytest.MonkeyPatch, *, answers: bool = True) -> None:
+    FakeProbe.answers = answers
+    monkeypatch.setattr(publisher_module, "KafkaProbe", FakeProbe)
+
+
 def send_errors(metrics: AgentMetrics) -> float:
     return metrics.registry.get_sample_value("cdc_agent_send_errors_total") or 0.0
 
@@ -69,6 +89,7 @@ def install(monkeypatch: pytest.MonkeyPatch, behaviours: list[str]) -> None:
 
     monkeypatch.setattr(publisher_module, "make_producer", factory)
     monkeypatch.setattr(RawPublisher, "_ensure_topics", no_topics)
+    install_probe(monkeypatch)
 
 
 def test_producer_failing_with_out_of_order_sequence_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,3 +192,26 @@ def test_a_producer_that_keeps_records_while_kafka_answers_is_replaced_and_they_
     assert stuck.stopped, "the stuck producer was not stopped"
     assert sorted(fresh.sent) == [b"v0", b"v1", b"v2"], f"resent on the new producer: {fresh.sent}"
     assert errors >= 3, "the records the stuck producer kept were not counted as send errors"
+
+
+def test_an_idle_publisher_follows_kafka_through_its_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With nothing to send no acknowledgement tells whether Kafka is there: the metadata probe does,
+    both ways (an agent idle through an outage used to say `kafka_connected: true` all along)."""
+    install(monkeypatch, ["ok"])
+    monkeypatch.setattr(publisher_module, "PROBE_EVERY_S", 0.05)
+
+    async def scenario() -> list[bool]:
+        publisher = RawPublisher(KafkaConfig(request_timeout_ms=200), max_in_flight_bytes=2**20,
+                                 metrics=AgentMetrics())  # fmt: skip
+        assert await publisher.start(asyncio.Event())
+        seen = [publisher.connected]
+        FakeProbe.answers = False
+        await asyncio.sleep(0.4)
+        seen.append(publisher.connected)
+        FakeProbe.answers = True
+        await asyncio.sleep(0.4)
+        seen.append(publisher.connected)
+        await publisher.stop()
+        return seen
+
+    assert asyncio.run(scenario()) == [True, False, True], "connected at start, in the outage, after it"

@@ -16,6 +16,7 @@ import agents.publisher as publisher_module
 from agents.metrics import AgentMetrics
 from agents.publisher import RawPublisher
 from runtime.config import KafkaConfig
+from tests.unit.test_agent_publisher import install_probe
 
 
 class FakeBuilder:
@@ -73,6 +74,7 @@ def install(monkeypatch: pytest.MonkeyPatch, behaviours: list[str]) -> None:
 
     monkeypatch.setattr(publisher_module, "make_producer", factory)
     monkeypatch.setattr(RawPublisher, "_ensure_topics", no_topics)
+    install_probe(monkeypatch)
 
 
 def _records(n: int) -> tuple[list[bytes], list[bytes], list[int], list[int]]:

@@ -9,10 +9,10 @@ import logging
 import pytest
 
 from app.consumer_lag import ConsumerLag, LagFigures
-from app.kafka_probe import KafkaProbe
 from app.kafka_status import SUMMARY_EVERY_S, KafkaStatus
 from app.worker_health import worker_health
 from runtime.config import KafkaConfig
+from runtime.kafka_probe import KafkaProbe
 from tests.integration.agent_harness import free_port
 
 NOW_MS = 1_800_000_000_000

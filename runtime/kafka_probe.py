@@ -1,6 +1,6 @@
-"""A metadata request to Kafka every few seconds: whether the worker's Kafka answers, even while nothing
-is committed (an idle worker's outage), for app/kafka_status.py. It asks for the raw topic only, so its
-answer stays small on a cluster of many topics.
+"""A metadata request to Kafka every few seconds: whether Kafka answers even while nothing is sent or
+committed (an idle process's outage), for the worker's app/kafka_status.py and the agent's publisher. It
+asks for the raw topic only, so its answer stays small on a cluster of many topics.
 
 Its own admin client (made with runtime.kafka_clients, so with `kafka.security`), started when first
 needed and made anew after a failure; each look waits at most ``timeout_s``.
