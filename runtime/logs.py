@@ -7,6 +7,10 @@ Two filters keep the Kafka client's and Faust's records (CLIENT_LOGGERS) readabl
   written as WARNING. So are asyncio's "Future exception was never retrieved" for a retriable Kafka error:
   aiokafka fails a record batch that waited for a partition leader through an outage on a second future
   of its own that no one awaits (the worker handled the batch's failure: its transaction is retried).
+  An error caused by one it retries counts as retried (aiokafka's sender dies with "Unexpected error in
+  sender routine" when a connection closes under a transactional request: the worker makes a new
+  producer), and so does asyncio's "Task was destroyed but it is pending!" for an aiokafka task: a client
+  stopped past its deadline (runtime.kafka_clients.stop_client) leaves its tasks behind on purpose.
   Errors it does not retry stay ERROR;
 - ``RepeatsSummarised``: a record repeated (same logger, level and message template, whatever its
   arguments) is written once, then held back for REPEAT_WINDOW_S; the next one written after that says
@@ -82,9 +86,17 @@ def _is_client(record: logging.LogRecord) -> bool:
 
 
 def _client_leftover(record: logging.LogRecord) -> bool:
-    """asyncio's report of a future that failed with a Kafka client error no one retrieved."""
+    """asyncio's report of a future that failed with a Kafka client error no one retrieved, or of a
+    Kafka client's task left pending."""
+    if record.name != "asyncio":
+        return False
     error = record.exc_info[1] if record.exc_info else None
-    return record.name == "asyncio" and isinstance(error, KafkaError)
+    return isinstance(error, KafkaError) or _abandoned_client_task(record)
+
+
+def _abandoned_client_task(record: logging.LogRecord) -> bool:
+    message = str(record.msg)
+    return message.startswith("Task was destroyed but it is pending!") and "/aiokafka/" in message
 
 
 class RetriedAsWarnings(logging.Filter):
@@ -101,7 +113,7 @@ class RetriedAsWarnings(logging.Filter):
 def _retried(record: logging.LogRecord) -> bool:
     if not record.name.startswith("aiokafka") and not _client_leftover(record):
         return False
-    if record.msg in _RETRIED_MESSAGES:
+    if record.msg in _RETRIED_MESSAGES or _abandoned_client_task(record):
         return True
     args = record.args if isinstance(record.args, tuple) else ()
     if record.exc_info and record.exc_info[1] is not None:
@@ -109,11 +121,24 @@ def _retried(record: logging.LogRecord) -> bool:
     for arg in args:
         if isinstance(arg, type) and issubclass(arg, KafkaError):
             arg = arg()
-        if isinstance(arg, KafkaError) and arg.retriable:
-            return True
-        if isinstance(arg, OSError):  # a connection refused, reset or timed out
+        if isinstance(arg, BaseException) and any(map(_retried_error, _causes(arg))):
             return True
     return False
+
+
+def _retried_error(error: BaseException) -> bool:
+    """A retriable Kafka error, or a connection refused, reset or timed out."""
+    return (isinstance(error, KafkaError) and error.retriable) or isinstance(error, OSError)
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """The error and what caused it, outermost first (a few links at most; cycles cut)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain and len(chain) < 8:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
 
 
 class RepeatsSummarised(logging.Filter):
@@ -131,7 +156,10 @@ class RepeatsSummarised(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING or not _is_client(record):
             return True
-        key = (record.name, record.levelno, str(record.msg))
+        message = str(record.msg)
+        if _client_leftover(record):  # its later lines name one task or future: one kind for them all
+            message = message.split("\n", 1)[0]
+        key = (record.name, record.levelno, message)
         now = self.clock()
         repeats = self._repeats.get(key)
         if repeats is None:

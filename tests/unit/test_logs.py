@@ -15,6 +15,7 @@ from aiokafka.errors import (
     GroupAuthorizationFailedError,
     GroupCoordinatorNotAvailableError,
     KafkaConnectionError,
+    KafkaError,
     LeaderNotAvailableError,
     NotLeaderForPartitionError,
 )
@@ -188,3 +189,57 @@ def test_kafka_errors_left_in_futures_after_an_outage_are_retried_warnings_and_s
     RetriedAsWarnings().filter(ours)
     assert ours.levelname == "ERROR", "anything else left in a future stays an error"
     assert len(written(RepeatsSummarised(clock=Clock()), [leftover(ValueError("x")) for _ in range(3)])) == 3
+
+
+def caused_by(outer: BaseException, *causes: BaseException) -> BaseException:
+    """``outer`` raised from the first cause, raised from the next..., as aiokafka chains them."""
+    link = outer
+    for cause in causes:
+        link.__cause__ = cause
+        link = cause
+    return outer
+
+
+def test_errors_caused_by_a_closed_connection_are_warnings_and_other_causes_stay_errors() -> None:
+    """When a connection closes under a transactional request aiokafka's sender dies with "Unexpected
+    error in sender routine" (and leaves the same error in a future): the worker makes a new producer and
+    retries the batch, so a broker outage wrote ERROR lines the README says it does not."""
+    connection = caused_by(
+        KafkaError("Unexpected error during batch delivery"),
+        KafkaError("KafkaConnectionError('Connection at 127.0.0.1:9092 closed')"),
+        KafkaConnectionError("Connection at 127.0.0.1:9092 closed"),
+    )
+    sender = logging.LogRecord("aiokafka.producer.sender", logging.ERROR, "sender.py", 1,
+                               "Unexpected error in sender routine", None, (KafkaError, connection, None))  # fmt: skip
+    left = leftover(connection)
+    for entry in (sender, left):
+        RetriedAsWarnings().filter(entry)
+        assert entry.levelname == "WARNING", entry.getMessage()
+
+    bug = caused_by(KafkaError("Unexpected error during batch delivery"), ValueError("a bug"))
+    other = logging.LogRecord("aiokafka.producer.sender", logging.ERROR, "sender.py", 1,
+                              "Unexpected error in sender routine", None, (KafkaError, bug, None))  # fmt: skip
+    RetriedAsWarnings().filter(other)
+    assert other.levelname == "ERROR", "a cause aiokafka does not retry stays an error"
+
+
+def test_tasks_of_a_client_stopped_past_its_deadline_are_warnings_and_summarised() -> None:
+    """stop_client closes a client that did not stop in time and leaves its tasks behind: asyncio then
+    reports each one as destroyed while pending (eight ERROR records in one worker after an outage)."""
+
+    def destroyed(coro: str, where: str) -> logging.LogRecord:
+        return logging.LogRecord("asyncio", logging.ERROR, "base_events.py", 1,
+                                 f"Task was destroyed but it is pending!\ntask: <Task pending name='Task-{id(coro)}' "
+                                 f"coro=<{coro}() done, defined at {where}:99> wait_for=<Future pending>>",
+                                 None, None)  # fmt: skip
+
+    site = "/srv/venv/lib/python3.11/site-packages/aiokafka/producer/sender.py"
+    entries = [destroyed(coro, site) for coro in ["Sender._sender_routine", "Sender._do_txn_commit"] * 4]
+    for entry in entries:
+        RetriedAsWarnings().filter(entry)
+    assert {e.levelname for e in entries} == {"WARNING"}
+    assert len(written(RepeatsSummarised(clock=Clock()), entries)) == 1
+
+    ours = destroyed("BatchLoop.process", "/srv/app/batch_loop.py")
+    RetriedAsWarnings().filter(ours)
+    assert ours.levelname == "ERROR", "a task of ours destroyed while pending stays an error"
