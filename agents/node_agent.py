@@ -547,6 +547,7 @@ class NodeAgent:
     def health(self) -> dict[str, Any]:
         stalled_after = max(10.0, 20 * self.settings.poll_interval_ms / 1000)
         age = time.monotonic() - self.last_cycle
+        behind = age >= stalled_after  # no pass over cdc_raw finished lately
         gaps = self.gaps.unacknowledged
         problems = []
         if gaps:
@@ -555,11 +556,11 @@ class NodeAgent:
             problems.append(
                 f"Kafka at {self.config.kafka.bootstrap_servers} is not taking the agent's records"
             )
-        if age >= stalled_after:
+        if behind:
             problems.append(f"no pass over cdc_raw for {age:.0f} s")
         if not self.started:
             status = "starting"
-        elif age >= stalled_after and self.publisher.connected:
+        elif behind and self.publisher.connected:
             status = "stalled"  # not waiting for Kafka: something in the agent is stuck, a restart may help
         else:
             status = "degraded" if problems else "ok"  # it goes on; a restart brings back neither

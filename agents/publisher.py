@@ -195,7 +195,7 @@ class RawPublisher:
                         self._probed(problem)
                 continue
             waited = now - self._progress_at
-            if self._in_flight and waited > timeout:
+            if waited > timeout:
                 self.connected = False
                 self.metrics.send_errors.inc()
                 self._silent_windows += 1
