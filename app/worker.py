@@ -42,7 +42,7 @@ from app.raw_consumer import RawConsumer
 from app.rest_api import register_views
 from app.standby_stores import StandbyStores
 from app.transactional_sink import TransactionalSink
-from app.worker_core import AVAILABLE, change_json, use_row_encoder
+from app.worker_core import AVAILABLE, change_json, use_row_codec
 from app.worker_health import worker_health
 from app.worker_stats import WorkerStats
 from runtime.config import CdcConfig, ConfigError, KafkaConfig, WorkerConfig
@@ -110,7 +110,7 @@ class Worker:
             settings.core, installed=AVAILABLE == "native", key="worker.core", source=config.source
         )
         self.stats.native_core.set(1 if self.core == "native" else 0)
-        use_row_encoder(self.core)
+        use_row_codec(self.core)
         self.topics = Topics(
             raw=kafka.raw_topic,
             changelog=changelog_topic(settings.app_id),

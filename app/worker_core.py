@@ -5,7 +5,8 @@ reads the table and digest of every raw record of a batch in one call (``raw_eve
 replica copies, two of three records at three replicas, are dropped without a Python call per record;
 it reads the others into the dicts the merge takes (``decode_raw_event``); it writes JSON change events
 (``ChangeJson``, for tables whose columns are all of the common scalar types, see schemas/change_json.py);
-and it writes the stored bytes of rows of simple cells (``encode_row_value``, see state/store/codec.py).
+and it writes and reads the stored bytes of rows of simple cells (``encode_row_value``, ``RowReader``, see
+state/store/codec.py).
 The Python functions stay the specification and the fallback: without the extension (`pip install .`
 with no Rust toolchain) the worker runs on them, slower, and says so in its log, /health and the
 ``cdc_worker_native_core`` metric, as the agent does.
@@ -18,6 +19,8 @@ from typing import Any
 
 from schemas import raw_event
 from schemas.change_json import NativeEncoder
+from state.cell_merge import Cell, Deletion, Liveness
+from state.row_state import RowState
 from state.store import codec
 
 try:  # built from native/ by `make setup`; absent after a plain `pip install .`
@@ -31,7 +34,7 @@ AVAILABLE = (
     if cdc_native is not None
     and all(
         hasattr(cdc_native, f)
-        for f in ("raw_event_heads", "decode_raw_event", "ChangeJson", "encode_row_value")
+        for f in ("raw_event_heads", "decode_raw_event", "ChangeJson", "encode_row_value", "RowReader")
     )
     else "python"
 )
@@ -45,9 +48,13 @@ def change_json(core: str) -> NativeEncoder | None:
     return cdc_native.ChangeJson if core == "native" else None  # type: ignore[no-any-return]
 
 
-def use_row_encoder(core: str) -> None:
-    """The stored rows' writer of the chosen core, for every store of this process."""
-    codec.use_native_row_encoder(cdc_native.encode_row_value if core == "native" else None)
+def use_row_codec(core: str) -> None:
+    """The stored rows' writer and reader of the chosen core, for every store of this process."""
+    native = core == "native"
+    codec.use_native_row_encoder(cdc_native.encode_row_value if native else None)
+    codec.use_native_row_decoder(
+        cdc_native.RowReader(RowState, Cell, Liveness, Deletion).decode if native else None
+    )
 
 
 def heads_reader(core: str) -> HeadsReader:

@@ -10,7 +10,10 @@ shape (what the worker gets from the Avro decoder) outside the timed sections. R
   update+digest   the same, with the replica-copy check first (seen_digest, remember_digest)
 
     .venv/bin/python bench/state_store.py [--rows 1000000] [--updates 200000] [--batch 500]
-        [--cache-mb 32] [--dir DIR] [--out bench/state_store.md] [--profile]
+        [--cache-mb 32] [--core native|python] [--dir DIR] [--out bench/state_store.md] [--profile]
+
+``--core`` chooses who writes and reads the stored rows' bytes, as the worker's ``worker.core`` does
+(default: the native core where it is installed).
 
 The DB lives in a temporary directory (or ``--dir``, which must not exist) and is deleted afterwards.
 """
@@ -37,6 +40,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from app.worker_core import AVAILABLE, use_row_codec  # noqa: E402
 from cassandra_model.ddl_parser import load_schema_from_cql  # noqa: E402
 from cassandra_model.table_schema import TableSchema  # noqa: E402
 from state.partition_state import prepare_event  # noqa: E402
@@ -219,7 +223,8 @@ def report(args: argparse.Namespace, runs: list[Run], footprint: list[tuple[str,
         f"Command: `{command}`",
         f"Table `bench.narrow` (pk bigint, ck int, v1 int, v2 text, v3 bigint), {ROWS_PER_PARTITION} rows per "
         f"partition; one PartitionStore with default StoreOptions (8 MiB x 2 memtables, bloom 10 bits) and a "
-        f"{args.cache_mb} MiB block cache; batches of {args.batch} events, one transaction and one commit each. Measured "
+        f"{args.cache_mb} MiB block cache; batches of {args.batch} events, one transaction and one commit each; "
+        f"stored rows written and read by the {args.core} core. Measured "
         f"{date.today().isoformat()} on {os.cpu_count()} cores, Python {platform.python_version()}.",
         "",
         "Per event: prepare_event + merge_event (load, apply, save) (+ seen/remember_digest where named); "
@@ -264,7 +269,16 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, help="DB directory (must not exist; deleted afterwards)")
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     parser.add_argument("--profile", action="store_true", help="add a cProfile of 50,000 update events")
+    parser.add_argument(
+        "--core",
+        choices=("native", "python"),
+        default=AVAILABLE,
+        help=f"who writes and reads the stored rows (default here: {AVAILABLE})",
+    )
     args = parser.parse_args()
+    if args.core == "native" and AVAILABLE != "native":
+        parser.error("--core native: the native core is not installed (make setup)")
+    use_row_codec(args.core)
 
     schema = load_schema_from_cql(DDL).by_name("bench", "narrow")
     assert schema is not None

@@ -562,6 +562,63 @@ fn encode_row_value(py: Python<'_>, row: &Bound<'_, PyAny>, due_s: u64) -> PyRes
     Ok(PyBytes::new_bound(py, &out).into_py(py))
 }
 
+/// Stored rows' reader (row_codec.rs `parse`; state/store/codec.py's `decode_row_value` is the
+/// specification). Built once with the state model's classes, so that it returns the objects Python
+/// builds: `RowState`, `Cell`, `Liveness` and `Deletion`, each called with its fields in order.
+#[pyclass(module = "cdc_native", frozen)]
+struct RowReader {
+    row: PyObject,
+    cell: PyObject,
+    liveness: PyObject,
+    deletion: PyObject,
+}
+
+#[pymethods]
+impl RowReader {
+    #[new]
+    fn new(row: PyObject, cell: PyObject, liveness: PyObject, deletion: PyObject) -> RowReader {
+        RowReader { row, cell, liveness, deletion }
+    }
+
+    /// The row of a stored row value, or None where Python must read it: a row with complex columns
+    /// or deletions, a value that is not bytes, or bytes this reader does not take whole (Python
+    /// names what is wrong with them).
+    fn decode(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+        let bytes = match data.downcast::<PyBytes>() {
+            Ok(b) => b,
+            Err(_) => return Ok(py.None()),
+        };
+        let parsed = match row_codec::parse(bytes.as_bytes()) {
+            Some(p) => p,
+            None => return Ok(py.None()),
+        };
+        let clustering = PyTuple::new_bound(
+            py,
+            parsed.clustering.iter().map(|value| match value {
+                None => py.None(),
+                Some(v) => PyBytes::new_bound(py, v).into_py(py),
+            }),
+        );
+        let liveness = match parsed.liveness {
+            None => py.None(),
+            Some((timestamp, ttl, expiry)) => self.liveness.call1(py, (timestamp, ttl, expiry))?,
+        };
+        let deletion = match parsed.deletion {
+            None => py.None(),
+            Some((timestamp, local_deletion_time)) => self.deletion.call1(py, (timestamp, local_deletion_time))?,
+        };
+        let cells = PyDict::new_bound(py);
+        for c in &parsed.cells {
+            let cell = self.cell.call1(
+                py,
+                (c.timestamp, c.ttl, c.local_deletion_time, c.flags, PyBytes::new_bound(py, c.value)),
+            )?;
+            cells.set_item(PyString::intern_bound(py, c.name), cell)?;
+        }
+        self.row.call1(py, (clustering, liveness, deletion, cells))
+    }
+}
+
 /// A table's change events as JSON (change_json.rs; schemas/change_json.py's `encode_change` is the
 /// specification): built once per table version from its columns, called per change.
 #[pyclass(module = "cdc_native", frozen)]
@@ -1316,6 +1373,7 @@ fn cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SegmentBatchReader>()?;
     m.add_class::<ChangeJson>()?;
     m.add_class::<SnapshotEncoder>()?;
+    m.add_class::<RowReader>()?;
     m.add_function(wrap_pyfunction!(scan_segment, m)?)?;
     m.add_function(wrap_pyfunction!(decode_entry, m)?)?;
     m.add_function(wrap_pyfunction!(murmur2, m)?)?;

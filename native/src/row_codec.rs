@@ -85,3 +85,115 @@ pub fn cells(out: &mut Vec<u8>, cells: &[SimpleCell<'_>]) {
         out.extend_from_slice(cell.value);
     }
 }
+
+/// The row body's flag saying complex columns or complex deletions follow (codec.py `_COMPLEX`)
+pub const COMPLEX: u8 = 16;
+/// a cell's head bits saying a path, or an element key, follows (a complex column's element)
+pub const CELL_PATH: u8 = 0x20;
+pub const CELL_KEY: u8 = 0x40;
+
+/// A stored row of simple cells, its fields borrowed from the value's bytes.
+pub struct StoredRow<'a> {
+    pub clustering: Vec<Option<&'a [u8]>>,
+    /// timestamp, TTL (0: none), local expiration time
+    pub liveness: Option<(i64, i32, Option<i64>)>,
+    /// timestamp, local deletion time
+    pub deletion: Option<(i64, i64)>,
+    /// in stored order: sorted by name, each once
+    pub cells: Vec<SimpleCell<'a>>,
+}
+
+/// Reads the value front to back; every read checks the bounds.
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let out = self.data.get(self.pos..end)?;
+        self.pos = end;
+        Some(out)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_be_bytes(self.take(2)?.try_into().ok()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn i32(&mut self) -> Option<i32> {
+        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+}
+
+/// A stored row value as `decode_row_value` reads it, for rows of simple cells. None where Python must
+/// read it: another format version, complex columns or deletions, a cell with a path, or bytes that are
+/// truncated, damaged or run on past the row (Python names what is wrong).
+pub fn parse(data: &[u8]) -> Option<StoredRow<'_>> {
+    let mut r = Reader { data, pos: 0 };
+    if r.u8()? != VERSION {
+        return None;
+    }
+    r.take(8)?; // the due second: stored_due reads it
+    let count = r.u8()?;
+    let mut clustering = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let size = r.i32()?;
+        clustering.push(if size < 0 { None } else { Some(r.take(size as usize)?) });
+    }
+    let flags = r.u8()?;
+    if flags & COMPLEX != 0 {
+        return None;
+    }
+    let mut liveness = None;
+    if flags & LIVENESS != 0 {
+        let timestamp = r.i64()?;
+        let mut ttl = 0;
+        let mut expiry = None;
+        if flags & LIVENESS_TTL != 0 {
+            ttl = r.i32()?;
+            if flags & LIVENESS_EXPIRY != 0 {
+                expiry = Some(r.i64()?);
+            }
+        }
+        liveness = Some((timestamp, ttl, expiry));
+    }
+    let mut deletion = None;
+    if flags & DELETION != 0 {
+        deletion = Some((r.i64()?, r.i64()?));
+    }
+    let count = r.u32()?;
+    let mut cells: Vec<SimpleCell<'_>> = Vec::with_capacity((count as usize).min(data.len() / 16));
+    for _ in 0..count {
+        let size = r.u16()? as usize;
+        let name = std::str::from_utf8(r.take(size)?).ok()?;
+        let head = r.u8()?;
+        if head & (CELL_PATH | CELL_KEY) != 0 {
+            return None;
+        }
+        let timestamp = r.i64()?;
+        let (ttl, local_deletion_time) =
+            if head & CELL_TIMES != 0 { (r.i32()?, r.i64()?) } else { (0, NO_DELETION_TIME) };
+        let size = r.u32()? as usize;
+        let value = r.take(size)?;
+        let cell = SimpleCell { name, timestamp, ttl, local_deletion_time, flags: head & CELL_FLAGS as u8, value };
+        // written in order, each name once; anything else is not a value this code wrote
+        if let Some(last) = cells.last() {
+            if last.name.as_bytes() >= name.as_bytes() {
+                return None;
+            }
+        }
+        cells.push(cell);
+    }
+    if r.pos != data.len() {
+        return None;
+    }
+    Some(StoredRow { clustering, liveness, deletion, cells })
+}

@@ -370,8 +370,30 @@ def stored_due(data: bytes) -> int | None:
     return due or None
 
 
+#: a native reader of ``decode_row_value``'s rows (``cdc_native.RowReader(...).decode(data)``), or None: it
+#: reads rows of simple cells and returns None for any other value, which this module reads
+NativeRowDecoder = Callable[[bytes], RowState | None]
+_native_row_state: NativeRowDecoder | None = None
+
+
+def use_native_row_decoder(decoder: NativeRowDecoder | None) -> None:
+    """Let ``decoder`` read the stored rows it can (the worker's native core, see app/worker_core.py);
+    None: this module reads them all. Both return equal rows (tests hold them to it)."""
+    global _native_row_state
+    _native_row_state = decoder
+
+
 def decode_row_value(data: bytes, key: bytes = b"") -> RowState:
     """The row of a stored row value (``key`` only names it in errors)."""
+    if _native_row_state is not None:
+        row = _native_row_state(data)
+        if row is not None:
+            return row
+    return python_row_state(data, key)
+
+
+def python_row_state(data: bytes, key: bytes = b"") -> RowState:
+    """``decode_row_value`` in Python: the specification of the native reader."""
     if not data or data[0] != VERSION:
         _refuse_version(data, f"the stored row {key.hex()}")
     try:

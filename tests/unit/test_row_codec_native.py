@@ -4,7 +4,9 @@
 takes (rows of simple cells), and leave every other row to Python (return None): for the rows of random
 histories and of every merge case, for random rows with odd fields (null clustering values, names that
 sort differently as bytes and as UTF-16, extreme timestamps, TTLs and flags), and for rows the format
-cannot hold, whose error Python names.
+cannot hold, whose error Python names. ``cdc_native.RowReader`` must read those bytes back into rows equal
+to ``python_row_state``'s, and leave to Python (None) every value it does not take whole: rows with
+collections, and damaged bytes, whose error Python names.
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ from tests.unit.state.support import merged
 pytestmark = pytest.mark.skipif(AVAILABLE != "native", reason="the native core is not installed (make setup)")
 
 if AVAILABLE == "native":
+    from cdc_native import RowReader
     from cdc_native import encode_row_value as native_row_value
+
+    native_row_state = RowReader(RowState, Cell, Liveness, Deletion).decode
 
 
 def simple(row: RowState) -> bool:
@@ -45,7 +50,16 @@ def same_bytes(row: RowState, due: int | None) -> bool:
         assert not simple(row), f"native refused a row of simple cells: {row}"
         return False
     assert native == codec.python_row_value(row, due), row
+    assert_read_back(native, row)
     return True
+
+
+def assert_read_back(data: bytes, row: RowState) -> None:
+    """The native reader reads a value of simple cells back as Python does: into ``row``."""
+    read = native_row_state(data)
+    assert read is not None, f"native refused to read a row of simple cells: {row}"
+    assert read == codec.python_row_state(data) == row
+    assert type(read) is RowState and all(type(c) is Cell for c in read.cells.values())
 
 
 @pytest.mark.parametrize("seed", range(80))
@@ -148,3 +162,54 @@ def test_rows_with_collections_are_left_to_python() -> None:
         assert codec.encode_row_value(row, 5) == codec.python_row_value(row, 5)
     finally:
         codec.use_native_row_encoder(None)
+
+
+def agreeing_reads(data: bytes) -> bool:
+    """Native and Python read ``data`` alike: the native row equals Python's, or native left it to
+    Python (None), as it must whenever Python refuses it. True when native read it."""
+    try:
+        expected: RowState | None = codec.python_row_state(data, b"k")
+    except StoreError:
+        expected = None
+    read = native_row_state(data)
+    if read is None:
+        return False
+    assert read == expected, data.hex()
+    return True
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_damaged_values_are_read_alike_or_left_to_python(seed: int) -> None:
+    rng = random.Random(seed)
+    taken = 0
+    for _ in range(10):
+        data = codec.python_row_value(random_row(rng), rng.choice([None, NOW]))
+        for size in range(len(data)):  # every truncation
+            assert not agreeing_reads(data[:size]), "a truncated value was read whole"
+        assert not agreeing_reads(data + b"\x00"), "a value with a byte after its end was read"
+        for _ in range(40):  # flipped bytes: some still read (a timestamp's byte), the rest refused
+            damaged = bytearray(data)
+            damaged[rng.randrange(len(damaged))] ^= 1 << rng.randrange(8)
+            taken += agreeing_reads(bytes(damaged))
+    assert taken > 0
+
+
+def test_values_with_collections_are_left_to_python() -> None:
+    element = Cell(3, 0, NO_DELETION_TIME, 0, b"x", b"\x00\x01")
+    row = RowState((b"k",), Liveness(1), complex_cells={"m": {b"\x00\x01": element}})
+    data = codec.python_row_value(row, 5)
+    assert native_row_state(data) is None
+    codec.use_native_row_decoder(native_row_state)
+    try:
+        assert codec.decode_row_value(data) == row
+        with pytest.raises(StoreError, match="is truncated or damaged"):
+            codec.decode_row_value(data[:-1], b"k")
+    finally:
+        codec.use_native_row_decoder(None)
+
+
+def test_values_of_another_format_version_are_left_to_python_which_names_it() -> None:
+    data = b"\x02" + codec.python_row_value(RowState((b"k",), Liveness(1)), None)[1:]
+    assert native_row_state(data) is None
+    with pytest.raises(StoreError, match="store format version 2"):
+        codec.python_row_state(data, b"k")
