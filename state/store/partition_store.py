@@ -123,13 +123,13 @@ def _rocks_options(options: StoreOptions) -> Options:
     opts.set_compression_type(DBCompressionType.lz4())  # every level: loads decompress a block per row
     opts.set_level_compaction_dynamic_level_bytes(True)
     opts.set_keep_log_file_num(2)
+    opts.set_max_log_file_size(4 * MiB)
     # a bloom filter over each memtable's keys: most point reads of an event miss (the header of a
     # partition without deletions or static cells, a new row, a digest not seen), and without it every
     # miss searches every memtable; 5 % more events/s in bench/state_store.py, for a tenth of each
     # memtable's bytes
     opts.set_memtable_whole_key_filtering(True)
     opts.set_memtable_prefix_bloom_ratio(0.1)
-    opts.set_max_log_file_size(4 * MiB)
     if options.write_buffer_manager is not None:
         opts.set_write_buffer_manager(options.write_buffer_manager)
     table = BlockBasedOptions()
