@@ -114,7 +114,7 @@ async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:
         raise
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class _NeedsSchema:
     """A decoded raw event whose table schema is not known, not prepared for the codec, or too old for
     the columns the event writes."""
@@ -124,9 +124,10 @@ class _NeedsSchema:
     event: dict[str, Any]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class _Ready:
-    """A decoded raw event and its table's schema, ready to merge."""
+    """A decoded raw event and its table's schema, ready to merge (not frozen, as ``_NeedsSchema``: one
+    is built per merged event, and a frozen dataclass's ``__init__`` costs three times as much)."""
 
     event: dict[str, Any]
     schema: TableSchema

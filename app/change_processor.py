@@ -23,7 +23,7 @@ import json
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +32,11 @@ from cassandra_model.errors import ModelError
 from cassandra_model.table_schema import TableSchema
 from schemas.change_codec import ChangeCodec
 from schemas.change_event import ChangeEventError, ChangeSource, clean_topic_name
+from schemas.change_json import JsonChangeCodec
 from schemas.raw_event import is_snapshot_source, raw_event_write_time
 from state.change import RowChange
 from state.errors import StateError, StoreError
-from state.partition_state import ApplyResult, prepare_event
+from state.partition_state import ApplyResult, PreparedEvent, prepare_event
 from state.store.column_drops import rows_gone_with_drops
 from state.store.merge import expire_partition, merge_event
 from state.store.transaction import DueExpiry, StateTransaction
@@ -52,8 +53,11 @@ MAX_EXPIRY_ROUNDS = 100
 MERGE_ERRORS = (StateError, ModelError, ChangeEventError)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class CleanRecord:
+    """One record for a clean topic (``value`` None: a tombstone for log compaction). Not frozen: one is
+    built per change, and a frozen dataclass's ``__init__`` costs three times as much."""
+
     topic: str
     key: bytes
     value: bytes | None
@@ -101,13 +105,40 @@ class ChangeProcessor:
         codec: ChangeCodec,
         stats: WorkerStats,
         refuse_counters: bool = False,
+        table_merge: Callable[[Any], Any] | None = None,
     ) -> None:
+        """``table_merge``: the native core's whole-event merge (``cdc_native.TableMerge``, see
+        app/worker_core.py), built per table version from the codec's native encoder; None: the Python
+        merge takes every event."""
         self.cluster = cluster
         self.topic_prefix = topic_prefix
         self.codec = codec
         self.stats = stats
         self.refuse_counters = refuse_counters
+        self.table_merge = table_merge
         self._topics: dict[uuid.UUID, str] = {}
+        self._merges: dict[uuid.UUID, tuple[TableSchema, Any]] = {}
+
+    def native_merge(self, schema: TableSchema) -> Any:
+        """The native merge of the table's events (None: the Python merge takes them all). Only for
+        tables it can take whole: no static, collection or counter columns, no dropped column, and
+        change events the native JSON encoder writes."""
+        found = self._merges.get(schema.table_id)
+        if found is not None and found[0] is schema:
+            return found[1]
+        merge = None
+        if self.table_merge is not None and isinstance(self.codec, JsonChangeCodec):
+            layout = layout_for(schema)
+            encoder = self.codec.native_encoder(schema)
+            if (
+                encoder is not None
+                and not layout.static
+                and not layout.is_counter
+                and not schema.dropped_columns
+            ):
+                merge = self.table_merge(encoder)
+        self._merges[schema.table_id] = (schema, merge)
+        return merge
 
     def topic(self, schema: TableSchema) -> str:
         topic = self._topics.get(schema.table_id)
@@ -167,6 +198,17 @@ class ChangeProcessor:
     ) -> Generator[None, None, str]:
         snapshot = is_snapshot_source(event["source"])
         prepared = prepare_event(event, layout_for(schema))
+        if (
+            not snapshot
+            and prepared.partition_deletion is None
+            and not prepared.ranges
+            and prepared.static_row is None
+            and not prepared.is_counter
+            and (native := self.native_merge(schema)) is not None
+        ):
+            outcome = self._merge_natively(native, txn, event, schema, prepared, now_ms, out, tally)
+            if outcome is not None:
+                return outcome
         merge = merge_event(txn, schema, prepared, now_ms // 1000, snapshot=snapshot)
         source = event["source"]  # a bootstrap read (snapshot) has no node, segment or offset
         write_time = raw_event_write_time(event)
@@ -202,6 +244,59 @@ class ChangeProcessor:
         if not result.changed:
             return "late"
         return "applied" if emitted else "noop"
+
+    def _merge_natively(
+        self,
+        native: Any,
+        txn: StateTransaction,
+        event: dict[str, Any],
+        schema: TableSchema,
+        prepared: PreparedEvent,
+        now_ms: int,
+        out: list[CleanRecord],
+        tally: BatchTally,
+    ) -> str | None:
+        """The event merged in one native call, as ``merge_event`` and ``_emit`` would (the differential
+        tests hold the two to the same bytes); None when it is not the native merge's kind (a stored
+        header: a partition with deletions; anything else in the rows): nothing was written, and the
+        Python merge takes it."""
+        keys = [key for key, _, _ in prepared.rows]
+        header, stored = txn.load_values(schema, prepared.partition_key, keys)
+        if header is not None:
+            return None
+        source = event["source"]
+        merged = native.merge(
+            prepared.partition_key,
+            prepared.rows,
+            stored,
+            ChangeSource(
+                self.cluster,
+                schema.keyspace,
+                schema.table,
+                None,  # each change carries the write time of its row
+                source["node"],
+                source["segment_id"],
+                source["entry_offset"],
+                name=self.topic_prefix,
+            ),
+            now_ms,
+        )
+        if merged is None:
+            return None
+        changed, values, records = merged
+        tally.merged_write(raw_event_write_time(event))
+        if not changed:
+            return "late"
+        txn.save_values(
+            schema,
+            prepared.partition_key,
+            [(k, v) for k, v in zip(keys, values, strict=True) if v is not None],
+        )
+        topic, table = self.topic(schema), f"{schema.keyspace}.{schema.table}"
+        for op, key, value in records:
+            out.append(CleanRecord(topic, key, value))
+            tally.emitted_change(table, op)
+        return "applied" if records else "noop"
 
     def _emit(
         self,

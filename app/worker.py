@@ -42,7 +42,7 @@ from app.raw_consumer import RawConsumer
 from app.rest_api import register_views
 from app.standby_stores import StandbyStores
 from app.transactional_sink import TransactionalSink
-from app.worker_core import AVAILABLE, change_json, use_row_codec
+from app.worker_core import AVAILABLE, change_json, table_merge, use_row_codec
 from app.worker_health import worker_health
 from app.worker_stats import WorkerStats
 from runtime.config import CdcConfig, ConfigError, KafkaConfig, WorkerConfig
@@ -143,6 +143,7 @@ class Worker:
             codec=make_codec(settings, self.core),
             stats=self.stats,
             refuse_counters=settings.counter_tables == "refuse",
+            table_merge=table_merge(self.core),
         )
         self.producers = PartitionProducers(
             kafka, settings.app_id, transaction_timeout_ms=settings.transaction_timeout_ms

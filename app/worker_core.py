@@ -5,8 +5,10 @@ reads the table and digest of every raw record of a batch in one call (``raw_eve
 replica copies, two of three records at three replicas, are dropped without a Python call per record;
 it reads the others into the dicts the merge takes (``decode_raw_event``); it writes JSON change events
 (``ChangeJson``, for tables whose columns are all of the common scalar types, see schemas/change_json.py);
-and it writes and reads the stored bytes of rows of simple cells (``encode_row_value``, ``RowReader``, see
-state/store/codec.py).
+it writes and reads the stored bytes of rows of simple cells (``encode_row_value``, ``RowReader``, see
+state/store/codec.py); and it merges the common event whole, rows of plain live cells into stored rows
+of the same kind, from the stored bytes to the change records (``TableMerge``, see
+app/change_processor.py).
 The Python functions stay the specification and the fallback: without the extension (`pip install .`
 with no Rust toolchain) the worker runs on them, slower, and says so in its log, /health and the
 ``cdc_worker_native_core`` metric, as the agent does.
@@ -34,7 +36,14 @@ AVAILABLE = (
     if cdc_native is not None
     and all(
         hasattr(cdc_native, f)
-        for f in ("raw_event_heads", "decode_raw_event", "ChangeJson", "encode_row_value", "RowReader")
+        for f in (
+            "raw_event_heads",
+            "decode_raw_event",
+            "ChangeJson",
+            "encode_row_value",
+            "RowReader",
+            "TableMerge",
+        )
     )
     else "python"
 )
@@ -46,6 +55,11 @@ HeadsReader = Callable[[Sequence[bytes | None]], list[tuple[str, bytes] | None]]
 def change_json(core: str) -> NativeEncoder | None:
     """The native encoder of JSON change events (schemas/change_json.py's ``native``), or None."""
     return cdc_native.ChangeJson if core == "native" else None  # type: ignore[no-any-return]
+
+
+def table_merge(core: str) -> Callable[[Any], Any] | None:
+    """The native whole-event merge (``ChangeProcessor``'s ``table_merge``), or None."""
+    return cdc_native.TableMerge if core == "native" else None  # type: ignore[no-any-return]
 
 
 def use_row_codec(core: str) -> None:

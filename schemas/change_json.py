@@ -287,6 +287,11 @@ class JsonChangeCodec:
     async def prepare(self, schema: TableSchema) -> None:
         self._table(schema)
 
+    def native_encoder(self, schema: TableSchema) -> Any:
+        """The native core's encoder of the table's changes (a ``cdc_native.ChangeJson``), or None where
+        Python writes them (no native core, another JSON dialect, a column of another type)."""
+        return self._table(schema).native
+
     def encode_key(self, schema: TableSchema, key: dict[str, Any]) -> bytes:
         row = convert_row(self._table(schema).key, key, schema.name)
         return KEY_JSON.encode(row).encode()

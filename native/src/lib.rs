@@ -13,11 +13,14 @@
 //! The worker's batch loop uses `raw_event_heads` (schemas/raw_event.py's `peek_raw_event` for a whole
 //! batch): the table and digest of each raw record, so that replica copies are dropped without a
 //! decode (app/worker_core.py chooses it), and `decode_raw_event` (raw_event_dict.rs) for the others.
+//! Its `TableMerge` (row_merge.rs) merges the common event whole, from the stored rows' bytes to the
+//! change records that `ChangeJson` writes.
 //!
 //! The bootstrap's `SnapshotEncoder` (snapshot_events.rs) builds the raw events of raw scan rows, a whole
 //! result page per call (pipeline/snapshot_core.py chooses it; pipeline/snapshot_encoder.py
 //! is its specification).
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::sync::Arc;
 
@@ -34,6 +37,7 @@ mod protocol_rows;
 mod raw_event;
 mod raw_event_dict;
 mod row_codec;
+mod row_merge;
 mod segment_reader;
 mod snapshot_events;
 
@@ -661,17 +665,159 @@ fn int_attr(source: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyResult<I
     })
 }
 
-impl ChangeJson {
-    /// One image as its JSON object, the key columns' JSON forms into `keys`; false: Python decides.
-    fn row(&self, out: &mut String, image: &Bound<'_, PyAny>, keys: &mut Vec<String>) -> PyResult<bool> {
-        let py = image.py();
-        let repr = |v: f64| -> Option<String> { PyFloat::new_bound(py, v).repr().ok().map(|r| r.to_string()) };
-        keys.clear();
-        let partition_key = image.getattr(intern!(py, "partition_key"))?;
-        let partition_key = match partition_key.downcast::<PyBytes>() {
-            Ok(b) => b.as_bytes(),
-            Err(_) => return Ok(false),
+/// One image's parts, borrowed: its partition key, its clustering (None: the static-only row) and each
+/// column's value in `ChangeJson::columns` order (None: null).
+struct ImageParts<'a> {
+    partition_key: &'a [u8],
+    clustering: Option<Vec<Option<&'a [u8]>>>,
+    values: Vec<Option<&'a [u8]>>,
+}
+
+/// The envelope's source fields (a ChangeSource's).
+struct SourceParts {
+    name: String,
+    keyspace: String,
+    table: String,
+    cluster: String,
+    node: Option<String>,
+    write_time_us: Option<i64>,
+    segment_id: Option<i64>,
+    offset: Option<i64>,
+    snapshot: bool,
+    expired: bool,
+}
+
+/// The Python objects an image's parts are borrowed from.
+struct ImageObjects<'py> {
+    partition_key: Bound<'py, PyBytes>,
+    clustering: Option<Vec<Option<Bound<'py, PyBytes>>>>,
+    values: Vec<Option<Bound<'py, PyBytes>>>,
+}
+
+impl<'py> ImageObjects<'py> {
+    fn parts(&self) -> ImageParts<'_> {
+        ImageParts {
+            partition_key: self.partition_key.as_bytes(),
+            clustering: self
+                .clustering
+                .as_ref()
+                .map(|values| values.iter().map(|v| v.as_ref().map(|b| b.as_bytes())).collect()),
+            values: self.values.iter().map(|v| v.as_ref().map(|b| b.as_bytes())).collect(),
+        }
+    }
+}
+
+impl SourceParts {
+    /// A ChangeSource's fields; None where an int does not fit or a name is missing (Python decides).
+    fn of(source: &Bound<'_, PyAny>) -> PyResult<Option<SourceParts>> {
+        let py = source.py();
+        let text = |name: &Bound<'_, PyString>| -> PyResult<Option<String>> {
+            let v = source.getattr(name)?;
+            if v.is_none() {
+                return Ok(None);
+            }
+            Ok(Some(v.extract::<String>()?))
         };
+        let int = |name: &Bound<'_, PyString>| -> PyResult<Result<Option<i64>, ()>> {
+            Ok(match int_attr(source, name)? {
+                Int::Null => Ok(None),
+                Int::Value(v) => Ok(Some(v)),
+                Int::TooBig => Err(()),
+            })
+        };
+        let (write_time_us, segment_id, offset) = match (
+            int(intern!(py, "write_time_us"))?,
+            int(intern!(py, "segment_id"))?,
+            int(intern!(py, "offset"))?,
+        ) {
+            (Ok(w), Ok(s), Ok(o)) => (w, s, o),
+            _ => return Ok(None),
+        };
+        let (name, keyspace, table, cluster, node) = match (
+            text(intern!(py, "name"))?,
+            text(intern!(py, "keyspace"))?,
+            text(intern!(py, "table"))?,
+            text(intern!(py, "cluster"))?,
+        ) {
+            (Some(n), Some(k), Some(t), Some(c)) => (n, k, t, c, text(intern!(py, "node"))?),
+            _ => return Ok(None),
+        };
+        Ok(Some(SourceParts {
+            name,
+            keyspace,
+            table,
+            cluster,
+            node,
+            write_time_us,
+            segment_id,
+            offset,
+            snapshot: source.getattr(intern!(py, "snapshot"))?.is_truthy()?,
+            expired: source.getattr(intern!(py, "expired"))?.is_truthy()?,
+        }))
+    }
+}
+
+impl ChangeJson {
+    /// A RowImage's parts; None where Python decides (a field that is not bytes where bytes belong).
+    fn image_objects<'py>(&self, image: &Bound<'py, PyAny>) -> PyResult<Option<ImageObjects<'py>>> {
+        let py = image.py();
+        let partition_key = match image.getattr(intern!(py, "partition_key"))?.downcast_into::<PyBytes>() {
+            Ok(b) => b,
+            Err(_) => return Ok(None),
+        };
+        let clustering = image.getattr(intern!(py, "clustering"))?;
+        let clustering = if clustering.is_none() {
+            None
+        } else {
+            let tuple = match clustering.downcast::<PyTuple>() {
+                Ok(t) if t.len() >= self.clustering.len() => t,
+                _ => return Ok(None),
+            };
+            let mut values = Vec::with_capacity(self.clustering.len());
+            for i in 0..self.clustering.len() {
+                let raw = tuple.get_item(i)?;
+                if raw.is_none() {
+                    values.push(None);
+                } else {
+                    match raw.downcast_into::<PyBytes>() {
+                        Ok(b) => values.push(Some(b)),
+                        Err(_) => return Ok(None),
+                    }
+                }
+            }
+            Some(values)
+        };
+        let statics = image.getattr(intern!(py, "static"))?;
+        let regular = image.getattr(intern!(py, "regular"))?;
+        let (statics, regular) = match (statics.downcast::<PyDict>(), regular.downcast::<PyDict>()) {
+            (Ok(s), Ok(r)) => (s.clone(), r.clone()),
+            _ => return Ok(None),
+        };
+        let value_name = intern!(py, "value");
+        let mut values = Vec::with_capacity(self.columns.len());
+        for (key, _, is_static, _) in &self.columns {
+            let cell = if *is_static { statics.get_item(key.bind(py))? } else { regular.get_item(key.bind(py))? };
+            match cell {
+                None => values.push(None),
+                Some(cell) => match cell.getattr(value_name)?.downcast_into::<PyBytes>() {
+                    Ok(b) => values.push(Some(b)),
+                    Err(_) => return Ok(None), // a collection's elements, a counter: Python
+                },
+            }
+        }
+        Ok(Some(ImageObjects { partition_key, clustering, values }))
+    }
+
+    /// One image as its JSON object, the key columns' JSON forms into `keys`; false: Python decides.
+    fn write_row(
+        &self,
+        out: &mut String,
+        image: &ImageParts<'_>,
+        keys: &mut Vec<String>,
+        repr: &dyn Fn(f64) -> Option<String>,
+    ) -> bool {
+        keys.clear();
+        let partition_key = image.partition_key;
         out.push('{');
         let mut first = true;
         let mut pos = 0usize;
@@ -681,17 +827,17 @@ impl ChangeJson {
             } else {
                 // composite: per column u16 length, bytes, end-of-component byte
                 if pos + 2 > partition_key.len() {
-                    return Ok(false);
+                    return false;
                 }
                 let size = usize::from(u16::from_be_bytes([partition_key[pos], partition_key[pos + 1]]));
                 let end = pos + 2 + size;
                 if end + 1 > partition_key.len() {
-                    return Ok(false);
+                    return false;
                 }
                 let part = &partition_key[pos + 2..end];
                 pos = end + 1;
                 if i + 1 == self.partition_key.len() && pos < partition_key.len() {
-                    return Ok(false); // more components than columns
+                    return false; // more components than columns
                 }
                 part
             };
@@ -702,20 +848,11 @@ impl ChangeJson {
             out.push_str(name);
             out.push(':');
             let at = out.len();
-            if !change_json::value(out, *kind, raw, &repr) {
-                return Ok(false);
+            if !change_json::value(out, *kind, raw, repr) {
+                return false;
             }
             keys.push(out[at..].to_string());
         }
-        let clustering = image.getattr(intern!(py, "clustering"))?;
-        let clustering = if clustering.is_none() {
-            None
-        } else {
-            match clustering.downcast::<PyTuple>() {
-                Ok(t) if t.len() >= self.clustering.len() => Some(t.clone()),
-                _ => return Ok(false),
-            }
-        };
         for (i, (name, kind)) in self.clustering.iter().enumerate() {
             if !first {
                 out.push(',');
@@ -724,59 +861,122 @@ impl ChangeJson {
             out.push_str(name);
             out.push(':');
             let at = out.len();
-            let raw = match &clustering {
-                None => None,
-                Some(t) => Some(t.get_item(i)?),
-            };
-            match raw {
-                Some(raw) if !raw.is_none() => match raw.downcast::<PyBytes>() {
-                    Ok(b) => {
-                        if !change_json::value(out, *kind, b.as_bytes(), &repr) {
-                            return Ok(false);
-                        }
+            match image.clustering.as_ref().and_then(|c| c.get(i).copied().flatten()) {
+                Some(raw) => {
+                    if !change_json::value(out, *kind, raw, repr) {
+                        return false;
                     }
-                    Err(_) => return Ok(false),
-                },
-                _ => out.push_str("null"),
+                }
+                None => out.push_str("null"),
             }
             keys.push(out[at..].to_string());
         }
-        let statics = image.getattr(intern!(py, "static"))?;
-        let regular = image.getattr(intern!(py, "regular"))?;
-        let statics = match statics.downcast::<PyDict>() {
-            Ok(d) => d.clone(),
-            Err(_) => return Ok(false),
-        };
-        let regular = match regular.downcast::<PyDict>() {
-            Ok(d) => d.clone(),
-            Err(_) => return Ok(false),
-        };
-        let value_name = intern!(py, "value");
-        for (key, name, is_static, kind) in &self.columns {
+        for ((_, name, _, kind), value) in self.columns.iter().zip(image.values.iter()) {
             if !first {
                 out.push(',');
             }
             first = false;
             out.push_str(name);
             out.push(':');
-            let cell = if *is_static { statics.get_item(key.bind(py))? } else { regular.get_item(key.bind(py))? };
-            match cell {
+            match value {
                 None => out.push_str("null"),
-                Some(cell) => {
-                    let raw = cell.getattr(value_name)?;
-                    match raw.downcast::<PyBytes>() {
-                        Ok(b) => {
-                            if !change_json::value(out, *kind, b.as_bytes(), &repr) {
-                                return Ok(false);
-                            }
-                        }
-                        Err(_) => return Ok(false), // a collection's elements, a counter: Python
+                Some(raw) => {
+                    if !change_json::value(out, *kind, raw, repr) {
+                        return false;
                     }
                 }
             }
         }
         out.push('}');
-        Ok(true)
+        true
+    }
+
+    /// A change's Kafka key and value; None where Python must write them. The key is the last image's
+    /// (after, else before), as encode_change takes it.
+    fn write_change(
+        &self,
+        py: Python<'_>,
+        before: Option<&ImageParts<'_>>,
+        after: Option<&ImageParts<'_>>,
+        op: &str,
+        source: &SourceParts,
+        ts_ms: i64,
+    ) -> Option<(String, String)> {
+        if before.is_none() && after.is_none() {
+            return None;
+        }
+        let repr = |v: f64| -> Option<String> { PyFloat::new_bound(py, v).repr().ok().map(|r| r.to_string()) };
+        let mut value = String::with_capacity(1024);
+        let mut keys: Vec<String> = Vec::new();
+        let mut key_values: Vec<String> = Vec::new();
+        for (field, image) in [("{\"before\":", before), (",\"after\":", after)] {
+            value.push_str(field);
+            match image {
+                None => value.push_str("null"),
+                Some(image) => {
+                    if !self.write_row(&mut value, image, &mut keys, &repr) {
+                        return None;
+                    }
+                    key_values = keys.clone();
+                }
+            }
+        }
+        value.push_str(",\"op\":");
+        change_json::string(&mut value, op);
+        // the source record, as ChangeSource.as_dict writes it
+        let int_json = |out: &mut String, v: Option<i64>| match v {
+            Some(v) => {
+                let _ = std::fmt::Write::write_fmt(out, format_args!("{}", v));
+            }
+            None => out.push_str("null"),
+        };
+        value.push_str(",\"source\":{\"version\":");
+        value.push_str(&self.version);
+        value.push_str(",\"connector\":\"cassandra\",\"name\":");
+        change_json::string(&mut value, &source.name);
+        value.push_str(",\"ts_ms\":");
+        let source_ms = match source.write_time_us {
+            Some(us) => us.div_euclid(1000),
+            None => ts_ms,
+        };
+        int_json(&mut value, Some(source_ms));
+        value.push_str(if source.snapshot { ",\"snapshot\":\"true\",\"db\":" } else { ",\"snapshot\":\"false\",\"db\":" });
+        change_json::string(&mut value, &source.keyspace);
+        value.push_str(",\"table\":");
+        change_json::string(&mut value, &source.table);
+        value.push_str(",\"cluster\":");
+        change_json::string(&mut value, &source.cluster);
+        value.push_str(",\"keyspace\":");
+        change_json::string(&mut value, &source.keyspace);
+        value.push_str(",\"write_time_us\":");
+        int_json(&mut value, source.write_time_us);
+        value.push_str(",\"node\":");
+        match &source.node {
+            None => value.push_str("null"),
+            Some(node) => change_json::string(&mut value, node),
+        }
+        value.push_str(",\"segment_id\":");
+        int_json(&mut value, source.segment_id);
+        value.push_str(",\"offset\":");
+        int_json(&mut value, source.offset);
+        value.push_str(if source.expired { ",\"expired\":true}" } else { ",\"expired\":false}" });
+        value.push_str(",\"ts_ms\":");
+        int_json(&mut value, Some(ts_ms));
+        value.push('}');
+        // the key: the key columns by name, sorted
+        let mut key = String::with_capacity(128);
+        key.push('{');
+        let names: Vec<&String> = self.partition_key.iter().chain(self.clustering.iter()).map(|(n, _)| n).collect();
+        for (n, i) in self.key_order.iter().enumerate() {
+            if n > 0 {
+                key.push(',');
+            }
+            key.push_str(names[*i]);
+            key.push(':');
+            key.push_str(&key_values[*i]);
+        }
+        key.push('}');
+        Some((key, value))
     }
 }
 
@@ -830,111 +1030,296 @@ impl ChangeJson {
         source: Bound<'_, PyAny>,
         ts_ms: i64,
     ) -> PyResult<Option<(Py<PyBytes>, Py<PyBytes>)>> {
-        let mut value = String::with_capacity(1024);
-        let mut keys: Vec<String> = Vec::new();
-        let mut key_values: Vec<String> = Vec::new();
-        // the key is the last image's (after, else before), as encode_change takes it
-        for (field, image) in [("{\"before\":", &before), (",\"after\":", &after)] {
-            value.push_str(field);
-            match image {
-                None => value.push_str("null"),
-                Some(image) => {
-                    if !self.row(&mut value, image, &mut keys)? {
-                        return Ok(None);
-                    }
-                    key_values = keys.clone();
+        let mut objects = Vec::with_capacity(2);
+        for image in [&before, &after] {
+            objects.push(match image {
+                None => None,
+                Some(image) => match self.image_objects(image)? {
+                    None => return Ok(None),
+                    found => found,
+                },
+            });
+        }
+        let source = match SourceParts::of(&source)? {
+            None => return Ok(None),
+            Some(s) => s,
+        };
+        let parts: Vec<Option<ImageParts<'_>>> = objects.iter().map(|o| o.as_ref().map(|o| o.parts())).collect();
+        Ok(self.write_change(py, parts[0].as_ref(), parts[1].as_ref(), op, &source, ts_ms).map(|(key, value)| {
+            (PyBytes::new_bound(py, key.as_bytes()).unbind(), PyBytes::new_bound(py, value.as_bytes()).unbind())
+        }))
+    }
+}
+
+/// The whole merge of a table's common raw event (row_merge.rs; the Python merge is the
+/// specification): built once per table version with the table's `ChangeJson`, called per event with
+/// the rows the event names and their stored values. It returns what the event wrote and emitted, or
+/// None for anything but rows of plain live cells over stored rows of the same kind, which the Python
+/// merge then takes from the start (nothing was written).
+#[pyclass(module = "cdc_native", frozen)]
+struct TableMerge {
+    json: Py<ChangeJson>,
+    /// the columns' names by rank (sorted by their bytes, a stored row's order)
+    names: Vec<String>,
+    ranks: HashMap<String, usize>,
+    /// per column of the ChangeJson, in its order: the column's rank
+    slots: Vec<usize>,
+}
+
+/// A merged row's image parts: its values in the ChangeJson's column order (`slots`: each one's rank).
+fn image_parts<'a>(
+    partition_key: &'a [u8],
+    clustering: &[Option<&'a [u8]>],
+    row: &row_merge::PlainRow<'a>,
+    slots: &[usize],
+) -> ImageParts<'a> {
+    ImageParts {
+        partition_key,
+        clustering: Some(clustering.to_vec()),
+        values: slots.iter().map(|rank| row.cells[*rank].map(|(_, v)| v)).collect(),
+    }
+}
+
+/// One named row of an event, its Python objects: key, canonical clustering, the record's liveness
+/// timestamp and cells (rank, timestamp, value), and its stored value.
+struct EventRow<'py> {
+    key: Bound<'py, PyBytes>,
+    clustering: Vec<Option<Bound<'py, PyBytes>>>,
+    liveness: Option<i64>,
+    cells: Vec<(usize, i64, Bound<'py, PyBytes>)>,
+    stored: Option<Bound<'py, PyBytes>>,
+}
+
+impl TableMerge {
+    /// A prepared row (key, canonical clustering, record) and its stored value; None unless the record
+    /// is one of plain live cells of known columns, with no deletion.
+    fn event_row<'py>(
+        &self,
+        row: &Bound<'py, PyAny>,
+        stored: Bound<'py, PyAny>,
+    ) -> PyResult<Option<EventRow<'py>>> {
+        let py = row.py();
+        let tuple = match row.downcast::<PyTuple>() {
+            Ok(t) if t.len() == 3 => t,
+            _ => return Ok(None),
+        };
+        let key = match tuple.get_item(0)?.downcast_into::<PyBytes>() {
+            Ok(k) => k,
+            Err(_) => return Ok(None),
+        };
+        let canonical = tuple.get_item(1)?;
+        let canonical = match canonical.downcast::<PyTuple>() {
+            Ok(t) if t.len() <= 255 => t,
+            _ => return Ok(None),
+        };
+        let mut clustering = Vec::with_capacity(canonical.len());
+        for value in canonical.iter() {
+            if value.is_none() {
+                clustering.push(None);
+            } else {
+                match value.downcast_into::<PyBytes>() {
+                    Ok(b) if b.as_bytes().len() <= i32::MAX as usize => clustering.push(Some(b)),
+                    _ => return Ok(None),
                 }
             }
         }
-        if before.is_none() && after.is_none() {
-            return Ok(None);
-        }
-        value.push_str(",\"op\":");
-        change_json::string(&mut value, op);
-        // the source record, as ChangeSource.as_dict writes it
-        let text = |name: &Bound<'_, PyString>| -> PyResult<Option<String>> {
-            let v = source.getattr(name)?;
-            if v.is_none() {
-                return Ok(None);
-            }
-            Ok(Some(v.extract::<String>()?))
+        let record = tuple.get_item(2)?;
+        let record = match record.downcast::<PyDict>() {
+            Ok(d) => d,
+            Err(_) => return Ok(None),
         };
-        let write_time_us = match int_attr(&source, intern!(py, "write_time_us"))? {
-            Int::TooBig => return Ok(None),
-            other => other,
-        };
-        let segment_id = match int_attr(&source, intern!(py, "segment_id"))? {
-            Int::TooBig => return Ok(None),
-            other => other,
-        };
-        let offset = match int_attr(&source, intern!(py, "offset"))? {
-            Int::TooBig => return Ok(None),
-            other => other,
-        };
-        let (name, keyspace, table, cluster, node) = match (
-            text(intern!(py, "name"))?,
-            text(intern!(py, "keyspace"))?,
-            text(intern!(py, "table"))?,
-            text(intern!(py, "cluster"))?,
-        ) {
-            (Some(n), Some(k), Some(t), Some(c)) => (n, k, t, c, text(intern!(py, "node"))?),
+        let field = |name: &Bound<'_, PyString>| -> PyResult<Option<Bound<'py, PyAny>>> { record.get_item(name) };
+        match field(intern!(py, "deletion"))? {
+            Some(d) if d.is_none() => {}
             _ => return Ok(None),
-        };
-        let snapshot: bool = source.getattr(intern!(py, "snapshot"))?.is_truthy()?;
-        let expired: bool = source.getattr(intern!(py, "expired"))?.is_truthy()?;
-        let int_json = |out: &mut String, v: &Int| match v {
-            Int::Value(v) => {
-                let _ = std::fmt::Write::write_fmt(out, format_args!("{}", v));
-            }
-            _ => out.push_str("null"),
-        };
-        value.push_str(",\"source\":{\"version\":");
-        value.push_str(&self.version);
-        value.push_str(",\"connector\":\"cassandra\",\"name\":");
-        change_json::string(&mut value, &name);
-        value.push_str(",\"ts_ms\":");
-        let source_ms = match write_time_us {
-            Int::Value(us) => us.div_euclid(1000),
-            _ => ts_ms,
-        };
-        int_json(&mut value, &Int::Value(source_ms));
-        value.push_str(if snapshot { ",\"snapshot\":\"true\",\"db\":" } else { ",\"snapshot\":\"false\",\"db\":" });
-        change_json::string(&mut value, &keyspace);
-        value.push_str(",\"table\":");
-        change_json::string(&mut value, &table);
-        value.push_str(",\"cluster\":");
-        change_json::string(&mut value, &cluster);
-        value.push_str(",\"keyspace\":");
-        change_json::string(&mut value, &keyspace);
-        value.push_str(",\"write_time_us\":");
-        int_json(&mut value, &write_time_us);
-        value.push_str(",\"node\":");
-        match &node {
-            None => value.push_str("null"),
-            Some(node) => change_json::string(&mut value, node),
         }
-        value.push_str(",\"segment_id\":");
-        int_json(&mut value, &segment_id);
-        value.push_str(",\"offset\":");
-        int_json(&mut value, &offset);
-        value.push_str(if expired { ",\"expired\":true}" } else { ",\"expired\":false}" });
-        value.push_str(",\"ts_ms\":");
-        int_json(&mut value, &Int::Value(ts_ms));
-        value.push('}');
-        // the key: the key columns by name, sorted
-        let mut key = String::with_capacity(128);
-        key.push('{');
-        let names: Vec<&String> = self.partition_key.iter().chain(self.clustering.iter()).map(|(n, _)| n).collect();
-        for (n, i) in self.key_order.iter().enumerate() {
-            if n > 0 {
-                key.push(',');
-            }
-            key.push_str(names[*i]);
-            key.push(':');
-            key.push_str(&key_values[*i]);
+        match field(intern!(py, "complex_deletions"))? {
+            Some(d) if d.len()? == 0 => {}
+            _ => return Ok(None),
         }
-        key.push('}');
-        Ok(Some((PyBytes::new_bound(py, key.as_bytes()).unbind(), PyBytes::new_bound(py, value.as_bytes()).unbind())))
+        let liveness = match field(intern!(py, "liveness"))? {
+            None => return Ok(None),
+            Some(l) if l.is_none() => None,
+            Some(l) => {
+                let l = match l.downcast::<PyDict>() {
+                    Ok(d) => d.clone(),
+                    Err(_) => return Ok(None),
+                };
+                match l.get_item(intern!(py, "ttl"))? {
+                    Some(ttl) if ttl.is_none() || ttl.extract::<i64>().map_or(false, |t| t == 0) => {}
+                    _ => return Ok(None),
+                }
+                match l.get_item(intern!(py, "timestamp"))?.map(|t| t.extract::<i64>()) {
+                    Some(Ok(t)) => Some(t),
+                    _ => return Ok(None),
+                }
+            }
+        };
+        let items = match field(intern!(py, "cells"))? {
+            Some(c) => match c.downcast_into::<PyList>() {
+                Ok(l) => l,
+                Err(_) => return Ok(None),
+            },
+            None => return Ok(None),
+        };
+        let mut cells = Vec::with_capacity(items.len());
+        for item in items.iter() {
+            let item = match item.downcast_into::<PyDict>() {
+                Ok(d) => d,
+                Err(_) => return Ok(None),
+            };
+            match item.get_item(intern!(py, "path"))? {
+                Some(p) if p.is_none() => {}
+                _ => return Ok(None),
+            }
+            match item.get_item(intern!(py, "flags"))?.map(|f| f.extract::<i64>()) {
+                Some(Ok(f)) if f & 0x03 == 0 => {} // neither a tombstone nor expiring
+                _ => return Ok(None),
+            }
+            let rank = match item.get_item(intern!(py, "column"))? {
+                Some(c) => match c.downcast::<PyString>() {
+                    Ok(name) => match self.ranks.get(name.to_str()?) {
+                        Some(rank) => *rank,
+                        None => return Ok(None),
+                    },
+                    Err(_) => return Ok(None),
+                },
+                None => return Ok(None),
+            };
+            let timestamp = match item.get_item(intern!(py, "timestamp"))?.map(|t| t.extract::<i64>()) {
+                Some(Ok(t)) => t,
+                _ => return Ok(None),
+            };
+            let value = match item.get_item(intern!(py, "value"))?.map(|v| v.downcast_into::<PyBytes>()) {
+                Some(Ok(v)) if v.as_bytes().len() <= u32::MAX as usize => v,
+                _ => return Ok(None),
+            };
+            cells.push((rank, timestamp, value));
+        }
+        let stored = if stored.is_none() {
+            None
+        } else {
+            match stored.downcast_into::<PyBytes>() {
+                Ok(b) => Some(b),
+                Err(_) => return Ok(None),
+            }
+        };
+        Ok(Some(EventRow { key, clustering, liveness, cells, stored }))
+    }
+}
+
+#[pymethods]
+impl TableMerge {
+    /// `json`: the table's ChangeJson (a table without static columns).
+    #[new]
+    fn new(py: Python<'_>, json: Py<ChangeJson>) -> PyResult<TableMerge> {
+        let mut names = Vec::new();
+        for (key, _, is_static, _) in &json.get().columns {
+            if *is_static {
+                return Err(PyValueError::new_err("TableMerge takes tables without static columns"));
+            }
+            names.push(key.bind(py).to_str()?.to_string());
+        }
+        let mut sorted = names.clone();
+        sorted.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        let ranks: HashMap<String, usize> = sorted.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
+        let slots = names.iter().map(|n| ranks[n]).collect();
+        Ok(TableMerge { json, names: sorted, ranks, slots })
+    }
+
+    /// Merge one event: `rows` its prepared rows (key, canonical clustering, record), `stored` their
+    /// stored values (None: no row), `source` the change's ChangeSource (its write time is each row's),
+    /// `ts_ms` the emit time. Returns (whether the stored state changed, the new value of each row or
+    /// None where it stays, the change records as (op, key, value) in clustering order), or None.
+    #[pyo3(signature = (partition_key, rows, stored, source, ts_ms))]
+    fn merge(
+        &self,
+        py: Python<'_>,
+        partition_key: &Bound<'_, PyBytes>,
+        rows: &Bound<'_, PyList>,
+        stored: &Bound<'_, PyList>,
+        source: &Bound<'_, PyAny>,
+        ts_ms: i64,
+    ) -> PyResult<Option<(bool, Py<PyList>, Py<PyList>)>> {
+        if rows.len() != stored.len() {
+            return Err(PyValueError::new_err("TableMerge.merge: one stored value per row"));
+        }
+        let mut objects = Vec::with_capacity(rows.len());
+        for (row, value) in rows.iter().zip(stored.iter()) {
+            match self.event_row(&row, value)? {
+                Some(r) => objects.push(r),
+                None => return Ok(None),
+            }
+        }
+        let mut source = match SourceParts::of(source)? {
+            Some(s) => s,
+            None => return Ok(None),
+        };
+        let columns = self.names.len();
+        let rank_of = |name: &str| self.ranks.get(name).copied();
+        // per row: its clustering, the stored row, the row after the merge, the newest kept timestamp
+        let mut merged = Vec::with_capacity(objects.len());
+        for row in &objects {
+            let clustering: Vec<Option<&[u8]>> = row.clustering.iter().map(|v| v.as_ref().map(|b| b.as_bytes())).collect();
+            let before = match &row.stored {
+                None => None,
+                Some(value) => match row_merge::stored(value.as_bytes(), &clustering, columns, &rank_of) {
+                    Some(r) => Some(r),
+                    None => return Ok(None),
+                },
+            };
+            let cells: Vec<(usize, i64, &[u8])> = row.cells.iter().map(|(r, t, v)| (*r, *t, v.as_bytes())).collect();
+            let mut after = before.clone().unwrap_or_else(|| row_merge::PlainRow::empty(columns));
+            let kept = after.merge(row.liveness, &cells);
+            merged.push((clustering, before, after, kept));
+        }
+        let mut order: Vec<usize> = (0..objects.len()).filter(|i| merged[*i].3.is_some()).collect();
+        order.sort_by(|a, b| objects[*a].key.as_bytes().cmp(objects[*b].key.as_bytes()));
+        if order.windows(2).any(|w| objects[w[0]].key.as_bytes() == objects[w[1]].key.as_bytes()) {
+            return Ok(None); // a row named twice: the Python merge
+        }
+        let json = self.json.get();
+        let partition_key = partition_key.as_bytes();
+        let records = PyList::empty_bound(py);
+        for &i in &order {
+            let (clustering, before, after, kept) = &merged[i];
+            let op = match before {
+                Some(b) if b.exists() => {
+                    if b.same_values(after) {
+                        continue;
+                    }
+                    "u"
+                }
+                _ => "c",
+            };
+            let before_parts = match before {
+                Some(b) if b.exists() => Some(image_parts(partition_key, clustering, b, &self.slots)),
+                _ => None,
+            };
+            let after_parts = image_parts(partition_key, clustering, after, &self.slots);
+            source.write_time_us = *kept;
+            match json.write_change(py, before_parts.as_ref(), Some(&after_parts), op, &source, ts_ms) {
+                Some((key, value)) => records.append((
+                    PyString::intern_bound(py, op),
+                    PyBytes::new_bound(py, key.as_bytes()),
+                    PyBytes::new_bound(py, value.as_bytes()),
+                ))?,
+                None => return Ok(None),
+            }
+        }
+        let values = PyList::empty_bound(py);
+        for (row, (clustering, _, after, kept)) in objects.iter().zip(merged.iter()) {
+            if kept.is_none() {
+                values.append(py.None())?;
+                continue;
+            }
+            let new = after.encode(clustering, &self.names);
+            match &row.stored {
+                Some(old) if old.as_bytes() == new.as_slice() => values.append(py.None())?,
+                _ => values.append(PyBytes::new_bound(py, &new))?,
+            }
+        }
+        Ok(Some((!order.is_empty(), values.unbind(), records.unbind())))
     }
 }
 
@@ -1374,6 +1759,7 @@ fn cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ChangeJson>()?;
     m.add_class::<SnapshotEncoder>()?;
     m.add_class::<RowReader>()?;
+    m.add_class::<TableMerge>()?;
     m.add_function(wrap_pyfunction!(scan_segment, m)?)?;
     m.add_function(wrap_pyfunction!(decode_entry, m)?)?;
     m.add_function(wrap_pyfunction!(murmur2, m)?)?;

@@ -9,7 +9,7 @@ built from a WorkerConfig as the worker builds it (its tombstone floor).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,7 +42,8 @@ def drive(steps: Generator[None, None, T]) -> T:
 
 
 class BatchDriver:
-    """One raw partition of a worker running with ``settings`` (default: the config's defaults)."""
+    """One raw partition of a worker running with ``settings`` (default: the config's defaults);
+    ``table_merge`` as ChangeProcessor's (the native whole-event merge)."""
 
     def __init__(
         self,
@@ -51,13 +52,14 @@ class BatchDriver:
         *,
         codec: ChangeCodec | None = None,
         settings: WorkerConfig | None = None,
+        table_merge: Callable[[Any], Any] | None = None,
     ) -> None:
         self.settings = settings if settings is not None else WorkerConfig(data_directory=path)
         self.store = PartitionStore(path, 0, StoreOptions(tombstone_floor_s=self.settings.tombstone_floor))
         self.codec = codec if codec is not None else JsonChangeCodec()
         self.stats = WorkerStats()
         self.processor = ChangeProcessor(
-            cluster="c1", topic_prefix="clean", codec=self.codec, stats=self.stats
+            cluster="c1", topic_prefix="clean", codec=self.codec, stats=self.stats, table_merge=table_merge
         )
         self.schemas: dict[uuid.UUID, TableSchema] = {s.table_id: s for s in schemas}
 
