@@ -335,7 +335,8 @@ class BatchLoop:
         records are replica copies, dropped in ``_decode`` after a digest lookup)."""
         poison, partition = self._poison, w.partition
         heads = self._heads([record.value for record in records])
-        drop_duplicate, txn, tally = self.processor.drop_duplicate, w.txn, w.tally
+        drop_duplicate, merge_whole = self.processor.drop_duplicate, self.processor.merge_whole
+        txn, tally = w.txn, w.tally
         for i, record in enumerate(records, 1):
             if i % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # the transactions of the partitions merged before go on
@@ -351,14 +352,18 @@ class BatchLoop:
             if type(decided) is _NeedsSchema:
                 decided = await self._schema_for(decided)
             if type(decided) is _Ready:
-                await self._show_drops(w, decided.schema, now_ms)
+                schema, event = decided.schema, decided.event
+                if w.drops_shown.get(schema.table_id) is not schema:
+                    await self._show_drops(w, schema, now_ms)
                 txn, tally = w.txn, w.tally
                 txn.savepoint()
                 mark, held, sent = tally.mark(), len(w.out), w.sent
                 try:
-                    await self._drive(
-                        self.processor.process(txn, decided.event, decided.schema, now_ms, w.out, tally), w
-                    )
+                    # the common event in one native call; the others through the Python merge's steps
+                    if merge_whole(txn, event, schema, now_ms, w.out, tally) is None:
+                        await self._drive(self.processor.process(txn, event, schema, now_ms, w.out, tally), w)
+                    elif len(w.out) >= SEND_EARLY_RECORDS:
+                        await self._send_early(w)
                     continue
                 except MERGE_ERRORS as exc:
                     if isinstance(exc, StoreError):

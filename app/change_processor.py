@@ -7,6 +7,10 @@ is still being read, instead of all at the commit. One ``now`` per batch keeps i
 expiries due by ``now`` are emitted before any event of the batch is merged, so a before image is always
 the image consumers last saw.
 
+The common event, rows of plain live cells, is merged whole by the native core where it is installed
+(``merge_whole``: one call from the stored bytes to the change records); the batch loop offers each event
+to it first, and ``process`` (the Python merge, its specification) takes the rest.
+
 What each call did (outcomes, changes emitted, the newest write time merged) goes to the ``BatchTally``
 it is given, which the batch loop counts only once the transaction committed; without one, it is counted
 at once.
@@ -36,7 +40,7 @@ from schemas.change_json import JsonChangeCodec
 from schemas.raw_event import is_snapshot_source, raw_event_write_time
 from state.change import RowChange
 from state.errors import StateError, StoreError
-from state.partition_state import ApplyResult, PreparedEvent, prepare_event
+from state.partition_state import ApplyResult, prepare_event
 from state.store.column_drops import rows_gone_with_drops
 from state.store.merge import expire_partition, merge_event
 from state.store.transaction import DueExpiry, StateTransaction
@@ -86,6 +90,17 @@ class SetAsideExpiry:
         }
 
 
+@dataclass(slots=True)
+class _Table:
+    """What the processor keeps per table version: its clean topic, its name in the tallies
+    ("keyspace.table") and its native merge (None: the Python merge takes its events)."""
+
+    schema: TableSchema
+    topic: str
+    name: str
+    native: Any
+
+
 class ExpiryFailed(Exception):
     """The expiry of one stored partition failed. What the pass emitted may be sent already, so the
     caller runs it again from the start with ``key`` (table id, partition key) set aside."""
@@ -116,37 +131,42 @@ class ChangeProcessor:
         self.stats = stats
         self.refuse_counters = refuse_counters
         self.table_merge = table_merge
-        self._topics: dict[uuid.UUID, str] = {}
-        self._merges: dict[uuid.UUID, tuple[TableSchema, Any]] = {}
+        #: per table version, by the schema object's id (the entry keeps the object, so the id stays its)
+        self._tables: dict[int, _Table] = {}
+
+    def _table(self, schema: TableSchema) -> _Table:
+        found = self._tables.get(id(schema))
+        if found is not None and found.schema is schema:
+            return found
+        if len(self._tables) > 4096:
+            self._tables.clear()
+        table = _Table(
+            schema,
+            clean_topic_name(self.topic_prefix, schema.keyspace, schema.table),
+            f"{schema.keyspace}.{schema.table}",
+            None,
+        )
+        table.native = self._native_merge_of(schema)
+        self._tables[id(schema)] = table
+        return table
+
+    def _native_merge_of(self, schema: TableSchema) -> Any:
+        """Only for tables the native merge can take whole: no static, collection or counter columns, no
+        dropped column, and change events the native JSON encoder writes."""
+        if self.table_merge is None or not isinstance(self.codec, JsonChangeCodec):
+            return None
+        layout = layout_for(schema)
+        encoder = self.codec.native_encoder(schema)
+        if encoder is None or layout.static or layout.is_counter or schema.dropped_columns:
+            return None
+        return self.table_merge(encoder, self.cluster, schema.keyspace, schema.table, self.topic_prefix)
 
     def native_merge(self, schema: TableSchema) -> Any:
-        """The native merge of the table's events (None: the Python merge takes them all). Only for
-        tables it can take whole: no static, collection or counter columns, no dropped column, and
-        change events the native JSON encoder writes."""
-        found = self._merges.get(schema.table_id)
-        if found is not None and found[0] is schema:
-            return found[1]
-        merge = None
-        if self.table_merge is not None and isinstance(self.codec, JsonChangeCodec):
-            layout = layout_for(schema)
-            encoder = self.codec.native_encoder(schema)
-            if (
-                encoder is not None
-                and not layout.static
-                and not layout.is_counter
-                and not schema.dropped_columns
-            ):
-                merge = self.table_merge(encoder)
-        self._merges[schema.table_id] = (schema, merge)
-        return merge
+        """The native merge of the table's events (see ``merge_whole``), or None."""
+        return self._table(schema).native
 
     def topic(self, schema: TableSchema) -> str:
-        topic = self._topics.get(schema.table_id)
-        if topic is None:
-            topic = self._topics[schema.table_id] = clean_topic_name(
-                self.topic_prefix, schema.keyspace, schema.table
-            )
-        return topic
+        return self._table(schema).topic
 
     # -- raw events
 
@@ -159,8 +179,8 @@ class ChangeProcessor:
         out: list[CleanRecord],
         tally: BatchTally | None = None,
     ) -> Generator[None, None, str]:
-        """Merge one raw event that ``drop_duplicate`` let through and append its change records to
-        ``out``. Yields whenever ``out`` may be sent on (a wide partition's changes come in chunks), and
+        """Merge one raw event that ``drop_duplicate`` let through with the Python merge (the batch loop
+        first offers it to ``merge_whole``) and append its change records to ``out``. Yields whenever ``out`` may be sent on (a wide partition's changes come in chunks), and
         returns the event's outcome (see worker_stats); drive it to the end, or roll ``txn`` back."""
         counts = BatchTally() if tally is None else tally
         if schema.is_counter and self.refuse_counters:
@@ -168,7 +188,69 @@ class ChangeProcessor:
         else:
             txn.remember_digest(event["digest"], now_ms)
             outcome = yield from self._merge(txn, event, schema, now_ms, out, counts)
-        counts.record(f"{schema.keyspace}.{schema.table}", outcome)
+        counts.record(self._table(schema).name, outcome)
+        if tally is None:
+            self.stats.add(counts)
+        return outcome
+
+    def merge_whole(
+        self,
+        txn: StateTransaction,
+        event: dict[str, Any],
+        schema: TableSchema,
+        now_ms: int,
+        out: list[CleanRecord],
+        tally: BatchTally | None = None,
+    ) -> str | None:
+        """``process`` in one native call, for an event the native merge takes whole (rows of plain
+        live cells, a table it merges, a partition without a header, see row_merge.rs): its outcome. None
+        when it does not take the event: nothing was written or counted, run ``process``."""
+        table = self._table(schema)
+        native = table.native
+        if native is None or is_snapshot_source(event["source"]):
+            return None
+        prepared = prepare_event(event, layout_for(schema))
+        if (
+            prepared.partition_deletion is not None
+            or prepared.ranges
+            or prepared.static_row is not None
+            or prepared.is_counter
+        ):
+            return None
+        keys = [key for key, _, _ in prepared.rows]
+        header, stored = txn.load_values(schema, prepared.partition_key, keys)
+        if header is not None:
+            return None
+        source = event["source"]
+        merged = native.merge(
+            prepared.partition_key,
+            prepared.rows,
+            stored,
+            source["node"],
+            source["segment_id"],
+            source["entry_offset"],
+            now_ms,
+        )
+        if merged is None:
+            return None
+        counts = BatchTally() if tally is None else tally
+        changed, values, records, write_time = merged
+        txn.remember_digest(event["digest"], now_ms)
+        counts.merged_write(write_time)
+        if not changed:
+            outcome = "late"
+        else:
+            txn.save_values(
+                schema,
+                prepared.partition_key,
+                [(k, v) for k, v in zip(keys, values, strict=True) if v is not None],
+            )
+            topic, name = table.topic, table.name
+            for op, key, value in records:
+                out.append(CleanRecord(topic, key, value))
+                counts.emitted_change(name, op)
+            outcome = "applied" if records else "noop"
+        counts.record(table.name, outcome)
         if tally is None:
             self.stats.add(counts)
         return outcome
@@ -198,17 +280,6 @@ class ChangeProcessor:
     ) -> Generator[None, None, str]:
         snapshot = is_snapshot_source(event["source"])
         prepared = prepare_event(event, layout_for(schema))
-        if (
-            not snapshot
-            and prepared.partition_deletion is None
-            and not prepared.ranges
-            and prepared.static_row is None
-            and not prepared.is_counter
-            and (native := self.native_merge(schema)) is not None
-        ):
-            outcome = self._merge_natively(native, txn, event, schema, prepared, now_ms, out, tally)
-            if outcome is not None:
-                return outcome
         merge = merge_event(txn, schema, prepared, now_ms // 1000, snapshot=snapshot)
         source = event["source"]  # a bootstrap read (snapshot) has no node, segment or offset
         write_time = raw_event_write_time(event)
@@ -245,59 +316,6 @@ class ChangeProcessor:
             return "late"
         return "applied" if emitted else "noop"
 
-    def _merge_natively(
-        self,
-        native: Any,
-        txn: StateTransaction,
-        event: dict[str, Any],
-        schema: TableSchema,
-        prepared: PreparedEvent,
-        now_ms: int,
-        out: list[CleanRecord],
-        tally: BatchTally,
-    ) -> str | None:
-        """The event merged in one native call, as ``merge_event`` and ``_emit`` would (the differential
-        tests hold the two to the same bytes); None when it is not the native merge's kind (a stored
-        header: a partition with deletions; anything else in the rows): nothing was written, and the
-        Python merge takes it."""
-        keys = [key for key, _, _ in prepared.rows]
-        header, stored = txn.load_values(schema, prepared.partition_key, keys)
-        if header is not None:
-            return None
-        source = event["source"]
-        merged = native.merge(
-            prepared.partition_key,
-            prepared.rows,
-            stored,
-            ChangeSource(
-                self.cluster,
-                schema.keyspace,
-                schema.table,
-                None,  # each change carries the write time of its row
-                source["node"],
-                source["segment_id"],
-                source["entry_offset"],
-                name=self.topic_prefix,
-            ),
-            now_ms,
-        )
-        if merged is None:
-            return None
-        changed, values, records = merged
-        tally.merged_write(raw_event_write_time(event))
-        if not changed:
-            return "late"
-        txn.save_values(
-            schema,
-            prepared.partition_key,
-            [(k, v) for k, v in zip(keys, values, strict=True) if v is not None],
-        )
-        topic, table = self.topic(schema), f"{schema.keyspace}.{schema.table}"
-        for op, key, value in records:
-            out.append(CleanRecord(topic, key, value))
-            tally.emitted_change(table, op)
-        return "applied" if records else "noop"
-
     def _emit(
         self,
         change: RowChange,
@@ -307,12 +325,12 @@ class ChangeProcessor:
         out: list[CleanRecord],
         tally: BatchTally,
     ) -> None:
-        topic = self.topic(schema)
+        table = self._table(schema)
         key, value = self.codec.encode_change(schema, change, source, now_ms)
-        out.append(CleanRecord(topic, key, value))
+        out.append(CleanRecord(table.topic, key, value))
         if change.op == "d":
-            out.append(CleanRecord(topic, key, None))  # lets log compaction forget the row
-        tally.emitted_change(f"{schema.keyspace}.{schema.table}", change.op)
+            out.append(CleanRecord(table.topic, key, None))  # lets log compaction forget the row
+        tally.emitted_change(table.name, change.op)
 
     # -- schema changes
 

@@ -674,6 +674,7 @@ struct ImageParts<'a> {
 }
 
 /// The envelope's source fields (a ChangeSource's).
+#[derive(Clone)]
 struct SourceParts {
     name: String,
     keyspace: String,
@@ -1059,6 +1060,8 @@ impl ChangeJson {
 #[pyclass(module = "cdc_native", frozen)]
 struct TableMerge {
     json: Py<ChangeJson>,
+    /// the changes' source, but for each event's node, segment and offset and each change's write time
+    source: SourceParts,
     /// the columns' names by rank (sorted by their bytes, a stored row's order)
     names: Vec<String>,
     ranks: HashMap<String, usize>,
@@ -1210,9 +1213,17 @@ impl TableMerge {
 
 #[pymethods]
 impl TableMerge {
-    /// `json`: the table's ChangeJson (a table without static columns).
+    /// `json`: the table's ChangeJson (a table without static columns); the other fields are the
+    /// change events' source (a ChangeSource's `cluster`, `keyspace`, `table` and `name`).
     #[new]
-    fn new(py: Python<'_>, json: Py<ChangeJson>) -> PyResult<TableMerge> {
+    fn new(
+        py: Python<'_>,
+        json: Py<ChangeJson>,
+        cluster: String,
+        keyspace: String,
+        table: String,
+        name: String,
+    ) -> PyResult<TableMerge> {
         let mut names = Vec::new();
         for (key, _, is_static, _) in &json.get().columns {
             if *is_static {
@@ -1224,23 +1235,40 @@ impl TableMerge {
         sorted.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
         let ranks: HashMap<String, usize> = sorted.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let slots = names.iter().map(|n| ranks[n]).collect();
-        Ok(TableMerge { json, names: sorted, ranks, slots })
+        let source = SourceParts {
+            name,
+            keyspace,
+            table,
+            cluster,
+            node: None,
+            write_time_us: None,
+            segment_id: None,
+            offset: None,
+            snapshot: false,
+            expired: false,
+        };
+        Ok(TableMerge { json, source, names: sorted, ranks, slots })
     }
 
     /// Merge one event: `rows` its prepared rows (key, canonical clustering, record), `stored` their
-    /// stored values (None: no row), `source` the change's ChangeSource (its write time is each row's),
-    /// `ts_ms` the emit time. Returns (whether the stored state changed, the new value of each row or
-    /// None where it stays, the change records as (op, key, value) in clustering order), or None.
-    #[pyo3(signature = (partition_key, rows, stored, source, ts_ms))]
+    /// stored values (None: no row), `node`, `segment_id` and `offset` where the event was read (the
+    /// changes' source; each change's write time is its row's), `ts_ms` the emit time. Returns (whether
+    /// the stored state changed, the new value of each row or None where it stays, the change records as
+    /// (op, key, value) in clustering order, the event's write time as `raw_event_write_time` gives it),
+    /// or None.
+    #[pyo3(signature = (partition_key, rows, stored, node, segment_id, offset, ts_ms))]
+    #[allow(clippy::too_many_arguments)]
     fn merge(
         &self,
         py: Python<'_>,
         partition_key: &Bound<'_, PyBytes>,
         rows: &Bound<'_, PyList>,
         stored: &Bound<'_, PyList>,
-        source: &Bound<'_, PyAny>,
+        node: Option<String>,
+        segment_id: &Bound<'_, PyAny>,
+        offset: &Bound<'_, PyAny>,
         ts_ms: i64,
-    ) -> PyResult<Option<(bool, Py<PyList>, Py<PyList>)>> {
+    ) -> PyResult<Option<(bool, Py<PyList>, Py<PyList>, i64)>> {
         if rows.len() != stored.len() {
             return Err(PyValueError::new_err("TableMerge.merge: one stored value per row"));
         }
@@ -1251,9 +1279,15 @@ impl TableMerge {
                 None => return Ok(None),
             }
         }
-        let mut source = match SourceParts::of(source)? {
-            Some(s) => s,
-            None => return Ok(None),
+        let int = |v: &Bound<'_, PyAny>| -> Result<Option<i64>, ()> {
+            if v.is_none() {
+                return Ok(None);
+            }
+            v.extract::<i64>().map(Some).map_err(|_| ())
+        };
+        let mut source = match (int(segment_id), int(offset)) {
+            (Ok(segment_id), Ok(offset)) => SourceParts { node, segment_id, offset, ..self.source.clone() },
+            _ => return Ok(None),
         };
         let columns = self.names.len();
         let rank_of = |name: &str| self.ranks.get(name).copied();
@@ -1319,7 +1353,13 @@ impl TableMerge {
                 _ => values.append(PyBytes::new_bound(py, &new))?,
             }
         }
-        Ok(Some((!order.is_empty(), values.unbind(), records.unbind())))
+        // the event's write time (raw_event_write_time): its newest part, kept or not
+        let mut event_time = i64::MIN;
+        for row in &objects {
+            let newest = row.cells.iter().map(|(_, t, _)| *t).chain(row.liveness).max();
+            event_time = event_time.max(newest.unwrap_or(i64::MIN));
+        }
+        Ok(Some((!order.is_empty(), values.unbind(), records.unbind(), event_time)))
     }
 }
 

@@ -2,8 +2,9 @@
 them, for tests that follow the records of a few raw events through the worker's own path.
 
 Per batch, at the batch's ``now``: the expiries due (they also purge tombstones), the digests past the
-horizon forgotten, then each raw event ``drop_duplicate`` lets through; one store commit. The store is
-built from a WorkerConfig as the worker builds it (its tombstone floor).
+horizon forgotten, then each raw event ``drop_duplicate`` lets through (``merge_whole``, else
+``process``); one store commit. The store is built from a WorkerConfig as the worker builds it (its
+tombstone floor).
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ class BatchDriver:
         for event in events:
             if not self.processor.drop_duplicate(txn, *_head_of(encode_raw_event(event))):
                 schema = self.schemas[uuid.UUID(str(event["table_id"]))]
-                drive(self.processor.process(txn, event, schema, now_ms, out))
+                if self.processor.merge_whole(txn, event, schema, now_ms, out) is None:
+                    drive(self.processor.process(txn, event, schema, now_ms, out))
         txn.commit(None, self.store.changelog_offset + len(txn.changelog()))
         return out
 

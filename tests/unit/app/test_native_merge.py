@@ -24,6 +24,7 @@ from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
 from schemas.change_event import ChangeEventError
 from schemas.change_json import JsonChangeCodec
+from schemas.raw_event import raw_event_write_time
 from testkit.event_builder import (
     NOW,
     DeleteColumns,
@@ -57,13 +58,16 @@ class CountingMerge:
 
     taken = 0
 
-    def __init__(self, encoder: Any) -> None:
-        self.inner = TableMerge(encoder)
+    def __init__(self, *args: Any) -> None:
+        self.inner = TableMerge(*args)
 
-    def merge(self, *args: Any) -> Any:
-        result = self.inner.merge(*args)
+    def merge(self, partition_key: bytes, rows: list[Any], *args: Any) -> Any:
+        result = self.inner.merge(partition_key, rows, *args)
         if result is not None:
             CountingMerge.taken += 1
+            # the event's write time, as the Python function finds it in the parts the native merge takes
+            event = {"partition_deletion": None, "static_row": None, "range_tombstones": []}
+            assert result[3] == raw_event_write_time({**event, "rows": [record for _, _, record in rows]})
         return result
 
 
@@ -81,6 +85,9 @@ class Pair:
         native = self.native.batch(now_s, *events)
         python = self.python.batch(now_s, *events)
         assert [(r.topic, r.key, r.value) for r in native] == [(r.topic, r.key, r.value) for r in python]
+        assert {t: c.as_dict() for t, c in self.native.stats.tables.items()} == {
+            t: c.as_dict() for t, c in self.python.stats.tables.items()
+        }
 
     def assert_same_store(self) -> None:
         assert list(self.native.store.db.items()) == list(self.python.store.db.items())
