@@ -120,7 +120,7 @@ class ChangeProcessor:
         codec: ChangeCodec,
         stats: WorkerStats,
         refuse_counters: bool = False,
-        table_merge: Callable[[Any], Any] | None = None,
+        table_merge: Callable[..., Any] | None = None,
     ) -> None:
         """``table_merge``: the native core's whole-event merge (``cdc_native.TableMerge``, see
         app/worker_core.py), built per table version from the codec's native encoder; None: the Python
@@ -180,8 +180,9 @@ class ChangeProcessor:
         tally: BatchTally | None = None,
     ) -> Generator[None, None, str]:
         """Merge one raw event that ``drop_duplicate`` let through with the Python merge (the batch loop
-        first offers it to ``merge_whole``) and append its change records to ``out``. Yields whenever ``out`` may be sent on (a wide partition's changes come in chunks), and
-        returns the event's outcome (see worker_stats); drive it to the end, or roll ``txn`` back."""
+        first offers it to ``merge_whole``) and append its change records to ``out``. Yields whenever
+        ``out`` may be sent on (a wide partition's changes come in chunks), and returns the event's
+        outcome (see worker_stats); drive it to the end, or roll ``txn`` back."""
         counts = BatchTally() if tally is None else tally
         if schema.is_counter and self.refuse_counters:
             outcome = "refused"

@@ -57,7 +57,7 @@ def change_json(core: str) -> NativeEncoder | None:
     return cdc_native.ChangeJson if core == "native" else None  # type: ignore[no-any-return]
 
 
-def table_merge(core: str) -> Callable[[Any], Any] | None:
+def table_merge(core: str) -> Callable[..., Any] | None:
     """The native whole-event merge (``ChangeProcessor``'s ``table_merge``), or None."""
     return cdc_native.TableMerge if core == "native" else None  # type: ignore[no-any-return]
 

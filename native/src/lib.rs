@@ -432,6 +432,27 @@ fn decode_raw_event(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<PyObje
     }
 }
 
+/// A clustering as a stored row holds it: a tuple of at most 255 values, each None or bytes that fit
+/// an i32 length (None: anything else, which Python writes or refuses).
+fn stored_clustering<'py>(clustering: &Bound<'py, PyAny>) -> Option<Vec<Option<Bound<'py, PyBytes>>>> {
+    let tuple = clustering.downcast::<PyTuple>().ok()?;
+    if tuple.len() > 255 {
+        return None;
+    }
+    let mut values = Vec::with_capacity(tuple.len());
+    for value in tuple.iter() {
+        if value.is_none() {
+            values.push(None);
+        } else {
+            match value.downcast_into::<PyBytes>() {
+                Ok(b) if b.as_bytes().len() <= i32::MAX as usize => values.push(Some(b)),
+                _ => return None,
+            }
+        }
+    }
+    Some(values)
+}
+
 /// A stored row value (row_codec.rs; state/store/codec.py's `encode_row_value` is the specification):
 /// `row` a RowState, `due_s` its entry in the due index (0: none). None where Python must write it: a
 /// row with complex cells or deletions, or a field that does not fit the format (Python names it).
@@ -443,25 +464,10 @@ fn encode_row_value(py: Python<'_>, row: &Bound<'_, PyAny>, due_s: u64) -> PyRes
     if complex_cells.is_truthy()? || complex_deletions.is_truthy()? {
         return none();
     }
-    let clustering_obj = row.getattr(intern!(py, "clustering"))?;
-    let clustering_tuple = match clustering_obj.downcast::<PyTuple>() {
-        Ok(t) => t,
-        Err(_) => return none(),
+    let clustering_values = match stored_clustering(&row.getattr(intern!(py, "clustering"))?) {
+        Some(values) => values,
+        None => return none(),
     };
-    if clustering_tuple.len() > 255 {
-        return none();
-    }
-    let mut clustering_values: Vec<Option<Bound<'_, PyBytes>>> = Vec::with_capacity(clustering_tuple.len());
-    for value in clustering_tuple.iter() {
-        if value.is_none() {
-            clustering_values.push(None);
-        } else {
-            match value.downcast_into::<PyBytes>() {
-                Ok(b) if b.as_bytes().len() <= i32::MAX as usize => clustering_values.push(Some(b)),
-                _ => return none(),
-            }
-        }
-    }
     let clustering: Vec<Option<&[u8]>> = clustering_values.iter().map(|v| v.as_ref().map(|b| b.as_bytes())).collect();
     let liveness_obj = row.getattr(intern!(py, "liveness"))?;
     let liveness = if liveness_obj.is_none() {
@@ -1110,22 +1116,10 @@ impl TableMerge {
             Ok(k) => k,
             Err(_) => return Ok(None),
         };
-        let canonical = tuple.get_item(1)?;
-        let canonical = match canonical.downcast::<PyTuple>() {
-            Ok(t) if t.len() <= 255 => t,
-            _ => return Ok(None),
+        let clustering = match stored_clustering(&tuple.get_item(1)?) {
+            Some(values) => values,
+            None => return Ok(None),
         };
-        let mut clustering = Vec::with_capacity(canonical.len());
-        for value in canonical.iter() {
-            if value.is_none() {
-                clustering.push(None);
-            } else {
-                match value.downcast_into::<PyBytes>() {
-                    Ok(b) if b.as_bytes().len() <= i32::MAX as usize => clustering.push(Some(b)),
-                    _ => return Ok(None),
-                }
-            }
-        }
         let record = tuple.get_item(2)?;
         let record = match record.downcast::<PyDict>() {
             Ok(d) => d,

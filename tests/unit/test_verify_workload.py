@@ -196,7 +196,7 @@ def test_setup_covers_every_type_and_table() -> None:
         assert re.search(rf"\bc_{cql_type} {cql_type}\b", ddl), cql_type
     for composite in ("tuple<", "frozen<list<int>>", "map<text, frozen<set<int>>>", "vector<float, 3>"):
         assert composite in ddl
-    assert ddl.count("WITH cdc = true") + ddl.count("AND cdc = true") == len(workload.tables()) == 4
+    assert ddl.count("WITH cdc = true") + ddl.count("AND cdc = true") == len(workload.tables()) == 5
     assert "STATIC" in ddl and "ck2 DESC" in ddl and "frozen<point>" in ddl and "addr address" in ddl
 
 

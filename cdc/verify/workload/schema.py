@@ -31,7 +31,7 @@ from cdc.verify.workload.random_values import (
     varint,
 )
 
-TABLES = ("kv", "wide", "typed", "hits")
+TABLES = ("kv", "wide", "typed", "hits", "rows")
 
 # Few partitions and rows, so writes, deletes and late writes keep landing on the same cells.
 KV_IDS = 50
@@ -42,6 +42,9 @@ CK1 = 6
 CK2 = ("a", "b", "c", "d", "e")
 TYPED_IDS = 30
 PAGES = 20
+#: ``rows``: rows of plain scalar columns, the kind of table the workers' native merge takes whole
+ROWS_IDS = 12
+ROWS_SEQ = 6
 DAYS = (dt.date(2024, 2, 28), dt.date(2024, 2, 29), dt.date(2024, 3, 1))
 
 ADDED_COLUMN = ("extra", "int")  # ALTER TABLE kv ADD after the first phase
@@ -89,6 +92,7 @@ SIMPLE_COLUMNS: dict[str, dict[str, Gen]] = {
     "kv": {"name": text, "score": integer(64), "note": text, "extra": integer(32), "loc": point},
     "wide": {"v1": integer(32), "v2": text, "s": text},
     "typed": {name: gen for name, (_type, gen) in TYPED_COLUMNS.items() if name != "c_map"},
+    "rows": {"a": integer(32), "b": text, "c": integer(64)},
 }
 STATIC_COLUMNS = {"s", "s_tags"}
 
@@ -117,4 +121,6 @@ def create_statements(keyspace: str, replication_factor: int) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS {ks}.typed (\n  id uuid PRIMARY KEY,\n  {typed_columns}\n) WITH cdc = true",
         f"CREATE TABLE IF NOT EXISTS {ks}.hits (\n"
         "  page text, day date, n counter, m counter,\n  PRIMARY KEY ((page), day)\n) WITH cdc = true",
+        f"CREATE TABLE IF NOT EXISTS {ks}.rows (\n"
+        "  id int, seq int, a int, b text, c bigint,\n  PRIMARY KEY (id, seq)\n) WITH cdc = true",
     ]

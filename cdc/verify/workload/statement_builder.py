@@ -31,6 +31,8 @@ from cdc.verify.workload.schema import (
     DROPPED_COLUMN,
     KV_IDS,
     NOTE_ONLY_IDS,
+    ROWS_IDS,
+    ROWS_SEQ,
     SIMPLE_COLUMNS,
     STATIC_COLUMNS,
     TENANTS,
@@ -88,6 +90,12 @@ class StatementBuilder:
 
     def typed_key(self) -> Key:
         return (("id", self.rng.choice(self.typed_ids)),)
+
+    def rows_partition(self) -> Key:
+        return (("id", self.rng.randrange(ROWS_IDS)),)
+
+    def rows_row(self) -> Key:
+        return (*self.rows_partition(), ("seq", self.rng.randrange(ROWS_SEQ)))
 
     @staticmethod
     def scope(table: str, key: Key, column: str | None) -> Key:
@@ -168,9 +176,13 @@ class StatementBuilder:
 
     def insert(self) -> DraftStatement:
         rng = self.rng
-        table = rng.choices(("kv", "wide", "typed"), (4, 4, 3))[0]
+        table = rng.choices(("kv", "wide", "typed", "rows"), (4, 4, 3, 4))[0]
         values: dict[str, Any] = {}
-        if table == "kv":
+        if table == "rows":
+            key = self.rows_row()
+            for c in self.subset(list(SIMPLE_COLUMNS["rows"]), 0.8):
+                values[c] = self.value(SIMPLE_COLUMNS["rows"][c])
+        elif table == "kv":
             key = self.kv_key()
             simple = self.simple_columns("kv")
             for c in self.subset(list(simple), 0.6):
@@ -218,8 +230,11 @@ class StatementBuilder:
 
     def update_cells(self) -> DraftStatement:
         rng = self.rng
-        table = rng.choices(("kv", "wide", "typed"), (4, 4, 3))[0]
-        if table == "kv":
+        table = rng.choices(("kv", "wide", "typed", "rows"), (4, 4, 3, 4))[0]
+        if table == "rows":
+            key, simple = self.rows_row(), SIMPLE_COLUMNS["rows"]
+            columns = self.subset(list(simple), 0.5)
+        elif table == "kv":
             key, simple = self.kv_key(), self.simple_columns("kv")
             columns = self.subset(list(simple), 0.4)
         elif table == "wide":
@@ -356,7 +371,11 @@ class StatementBuilder:
 
     def delete_cells(self) -> DraftStatement:
         rng = self.rng
-        table = rng.choice(("kv", "wide", "typed"))
+        table = rng.choice(("kv", "wide", "typed", "rows"))
+        if table == "rows":
+            return self.delete_columns(
+                "rows", self.rows_row(), self.subset(list(SIMPLE_COLUMNS["rows"]), 0.3)
+            )
         if table == "kv":
             choices = [*self.simple_columns("kv"), "tags", "items", "attrs", "addr"]
             what = self.subset(choices, 0.2)
@@ -376,9 +395,10 @@ class StatementBuilder:
         return stmt
 
     def delete_row(self) -> DraftStatement:
-        key = self.wide_row()
-        stmt = self.delete("delete_row", "wide", key)
-        stmt.writes = [CellWrite("wide", key, None, DELETE)]
+        table = self.rng.choice(("wide", "rows"))
+        key = self.wide_row() if table == "wide" else self.rows_row()
+        stmt = self.delete("delete_row", table, key)
+        stmt.writes = [CellWrite(table, key, None, DELETE)]
         return stmt
 
     def delete_range(self) -> DraftStatement:
@@ -407,8 +427,13 @@ class StatementBuilder:
         return stmt
 
     def delete_partition(self) -> DraftStatement:
-        table = self.rng.choice(("kv", "wide", "typed"))
-        key = {"kv": self.kv_key, "wide": self.wide_partition, "typed": self.typed_key}[table]()
+        table = self.rng.choice(("kv", "wide", "typed", "rows"))
+        key = {
+            "kv": self.kv_key,
+            "wide": self.wide_partition,
+            "typed": self.typed_key,
+            "rows": self.rows_partition,
+        }[table]()
         stmt = self.delete("delete_partition", table, key)
         stmt.writes = [CellWrite(table, key, None, DELETE)]
         return stmt

@@ -53,7 +53,7 @@ class BatchDriver:
         *,
         codec: ChangeCodec | None = None,
         settings: WorkerConfig | None = None,
-        table_merge: Callable[[Any], Any] | None = None,
+        table_merge: Callable[..., Any] | None = None,
     ) -> None:
         self.settings = settings if settings is not None else WorkerConfig(data_directory=path)
         self.store = PartitionStore(path, 0, StoreOptions(tombstone_floor_s=self.settings.tombstone_floor))
