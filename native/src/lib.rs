@@ -660,15 +660,29 @@ enum Int {
     TooBig,
 }
 
-fn int_attr(source: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyResult<Int> {
-    let value = source.getattr(name)?;
-    if value.is_none() {
-        return Ok(Int::Null);
+impl Int {
+    fn of(value: &Bound<'_, PyAny>) -> Int {
+        if value.is_none() {
+            return Int::Null;
+        }
+        match value.extract::<i64>() {
+            Ok(v) => Int::Value(v),
+            Err(_) => Int::TooBig,
+        }
     }
-    Ok(match value.extract::<i64>() {
-        Ok(v) => Int::Value(v),
-        Err(_) => Int::TooBig,
-    })
+
+    /// An optional i64, or None when it does not fit one.
+    fn fitted(self) -> Option<Option<i64>> {
+        match self {
+            Int::Null => Some(None),
+            Int::Value(v) => Some(Some(v)),
+            Int::TooBig => None,
+        }
+    }
+}
+
+fn int_attr(source: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyResult<Int> {
+    Ok(Int::of(&source.getattr(name)?))
 }
 
 /// One image's parts, borrowed: its partition key, its clustering (None: the static-only row) and each
@@ -725,19 +739,12 @@ impl SourceParts {
             }
             Ok(Some(v.extract::<String>()?))
         };
-        let int = |name: &Bound<'_, PyString>| -> PyResult<Result<Option<i64>, ()>> {
-            Ok(match int_attr(source, name)? {
-                Int::Null => Ok(None),
-                Int::Value(v) => Ok(Some(v)),
-                Int::TooBig => Err(()),
-            })
-        };
         let (write_time_us, segment_id, offset) = match (
-            int(intern!(py, "write_time_us"))?,
-            int(intern!(py, "segment_id"))?,
-            int(intern!(py, "offset"))?,
+            int_attr(source, intern!(py, "write_time_us"))?.fitted(),
+            int_attr(source, intern!(py, "segment_id"))?.fitted(),
+            int_attr(source, intern!(py, "offset"))?.fitted(),
         ) {
-            (Ok(w), Ok(s), Ok(o)) => (w, s, o),
+            (Some(w), Some(s), Some(o)) => (w, s, o),
             _ => return Ok(None),
         };
         let (name, keyspace, table, cluster, node) = match (
@@ -1273,14 +1280,14 @@ impl TableMerge {
                 None => return Ok(None),
             }
         }
-        let int = |v: &Bound<'_, PyAny>| -> Result<Option<i64>, ()> {
-            if v.is_none() {
-                return Ok(None);
-            }
-            v.extract::<i64>().map(Some).map_err(|_| ())
-        };
-        let mut source = match (int(segment_id), int(offset)) {
-            (Ok(segment_id), Ok(offset)) => SourceParts { node, segment_id, offset, ..self.source.clone() },
+        // the rows in clustering order; a row named twice is the Python merge's (each would meet the other)
+        let mut order: Vec<usize> = (0..objects.len()).collect();
+        order.sort_by(|a, b| objects[*a].key.as_bytes().cmp(objects[*b].key.as_bytes()));
+        if order.windows(2).any(|w| objects[w[0]].key.as_bytes() == objects[w[1]].key.as_bytes()) {
+            return Ok(None);
+        }
+        let mut source = match (Int::of(segment_id).fitted(), Int::of(offset).fitted()) {
+            (Some(segment_id), Some(offset)) => SourceParts { node, segment_id, offset, ..self.source.clone() },
             _ => return Ok(None),
         };
         let columns = self.names.len();
@@ -1301,11 +1308,7 @@ impl TableMerge {
             let kept = after.merge(row.liveness, &cells);
             merged.push((clustering, before, after, kept));
         }
-        let mut order: Vec<usize> = (0..objects.len()).filter(|i| merged[*i].3.is_some()).collect();
-        order.sort_by(|a, b| objects[*a].key.as_bytes().cmp(objects[*b].key.as_bytes()));
-        if order.windows(2).any(|w| objects[w[0]].key.as_bytes() == objects[w[1]].key.as_bytes()) {
-            return Ok(None); // a row named twice: the Python merge
-        }
+        order.retain(|i| merged[*i].3.is_some()); // the rows the event changed
         let json = self.json.get();
         let partition_key = partition_key.as_bytes();
         let records = PyList::empty_bound(py);
