@@ -640,6 +640,7 @@ class BatchLoop:
             for aside in w.expiries_aside:
                 log.error("expiry set aside, reported to %s: %s", self.topics.dead_letter, aside.reason)
             await tx.send_all(self._records(w))
+            await tx.send_to(self.topics.changelog, partition, w.txn.changelog())
             written = await tx.commit(offsets, self.topics.group_id)
         except BaseException as exc:
             if isinstance(exc, TransactionFailed | KafkaError | OSError):
@@ -668,7 +669,7 @@ class BatchLoop:
         self._counted(w.tally, {} if w.next_offset is None else {partition: w.next_offset})
 
     def _records(self, w: PartitionBatch) -> Iterator[Outgoing]:
-        """Everything of a partition's transaction: change events, dead letters, state changelog."""
+        """A partition's transaction but its state changelog (``send_to``): change events, dead letters."""
         raw = self.topics.raw.encode()
         return chain(
             ((clean.topic, clean.key, clean.value, None, ()) for clean in w.out),
@@ -703,7 +704,6 @@ class BatchLoop:
                 )
                 for aside in w.expiries_aside
             ),
-            ((self.topics.changelog, key, value, w.partition, ()) for key, value in w.txn.changelog()),
         )
 
     # -- heartbeats

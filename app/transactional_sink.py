@@ -78,8 +78,18 @@ class OpenTransaction:
     records: int = 0
 
     async def send_all(self, records: Iterable[Outgoing]) -> None:
+        await self._sending(self._send_all(records))
+
+    async def send_to(
+        self, topic: str, partition: int, records: Iterable[tuple[bytes, bytes | None]]
+    ) -> None:
+        """``send_all`` for records of one topic partition without headers (key, value each), appended
+        as they come: the worker's changelog, two records of three it writes per merged event."""
+        await self._sending(self._append_all(topic, partition, records))
+
+    async def _sending(self, sends: Awaitable[None]) -> None:
         try:
-            await self._step(self._send_all(records))
+            await self._step(sends)
         except TimeoutError as exc:
             raise TransactionFailed(
                 f"sending {self.records} records in transaction {self.transactional_id} waited over "
@@ -115,16 +125,46 @@ class OpenTransaction:
         for (topic, partition), items in by_partition.items():
             batch, count = self.producer.create_batch(), 0
             for key, value, headers in items:
-                listed = list(headers) if headers else _NO_HEADERS
-                if batch.append(key=key, value=value, timestamp=None, headers=listed) is None:  # full
-                    await self._send_batch(batch, topic, partition, count)
-                    batch, count = self.producer.create_batch(), 0
-                    if batch.append(key=key, value=value, timestamp=None, headers=listed) is None:
-                        raise TransactionFailed(
-                            f"a record of {len(value or b'')} bytes for {topic} does not fit a record batch"
-                        )
-                count += 1
+                if headers or batch.append(key=key, value=value, timestamp=None, headers=_NO_HEADERS) is None:
+                    batch, count = await self._append(batch, count, topic, partition, key, value, headers)
+                else:
+                    count += 1
             await self._send_batch(batch, topic, partition, count)
+
+    async def _append_all(
+        self, topic: str, partition: int, records: Iterable[tuple[bytes, bytes | None]]
+    ) -> None:
+        batch, count = self.producer.create_batch(), 0
+        for key, value in records:
+            if batch.append(key=key, value=value, timestamp=None, headers=_NO_HEADERS) is None:
+                batch, count = await self._append(batch, count, topic, partition, key, value, ())
+            else:
+                count += 1
+        if count:
+            await self._send_batch(batch, topic, partition, count)
+
+    async def _append(
+        self,
+        batch: BatchBuilder,
+        count: int,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+    ) -> tuple[BatchBuilder, int]:
+        """Append one record to ``batch`` (the callers append a record without headers themselves and
+        come here when it did not fit), or send the full batch and start the next with it: the batch
+        being filled and its count."""
+        listed = list(headers) if headers else _NO_HEADERS
+        if batch.append(key=key, value=value, timestamp=None, headers=listed) is None:  # full
+            await self._send_batch(batch, topic, partition, count)
+            batch, count = self.producer.create_batch(), 0
+            if batch.append(key=key, value=value, timestamp=None, headers=listed) is None:
+                raise TransactionFailed(
+                    f"a record of {len(value or b'')} bytes for {topic} does not fit a record batch"
+                )
+        return batch, count + 1
 
     async def _send_batch(self, batch: BatchBuilder, topic: str, partition: int, count: int) -> None:
         delivered = await self.producer.send_batch(batch, topic, partition=partition)

@@ -13,7 +13,8 @@ that the keys of one partition never prefix those of another:
   passes gc_grace_seconds. Ordered by time first, so "everything due by now" is one scan
 - ``D`` digest                                                  -> u64 first-seen milliseconds
 - ``E`` u64 first-seen milliseconds | digest                    -> b"" : the digests in age order, so the
-  horizon is one scan
+  horizon is one scan. Written by the store beside each ``D`` entry it writes (``digest_age_key_of``),
+  so the changelog carries the ``D`` entries alone (and the ``E`` deletes of the horizon)
 - ``M`` name                                                    -> meta (offsets, format, partition)
 """
 
@@ -74,6 +75,11 @@ def table_prefix(kind: bytes, table_id: bytes) -> bytes:
     return kind + table_id
 
 
+def table_id_of(key: bytes) -> bytes:
+    """The table id (16 bytes) of a header or row key."""
+    return key[1:_PK_LEN_AT]
+
+
 def partition_key_of(key: bytes) -> bytes:
     """The partition key of a header or row key."""
     if key[:1] not in (HEADER, ROW) or len(key) < _PK_LEN_AT + 4:
@@ -128,6 +134,15 @@ def digest_key(digest: bytes) -> bytes:
 
 def digest_age_key(first_seen_ms: int, digest: bytes) -> bytes:
     return DIGEST_AGE + _U64.pack(first_seen_ms) + digest
+
+
+def digest_age_key_of(key: bytes, first_seen: bytes) -> bytes:
+    """The age key of the digest entry ``key`` -> ``first_seen`` (its stored u64 value)."""
+    if len(first_seen) != _U64.size:
+        raise StoreError(
+            f"digest entry {key.hex()} has a {len(first_seen)}-byte value; a first-seen time takes 8"
+        )
+    return digest_age_key(_U64.unpack(first_seen)[0], key[len(DIGEST) :])
 
 
 def digest_age_until(before_ms: int) -> bytes:

@@ -41,6 +41,7 @@ from state.store.keys import (
     DIGEST,
     HEADER,
     ROW,
+    digest_age_key_of,
     header_key,
     meta_key,
     pack_u64,
@@ -49,6 +50,7 @@ from state.store.keys import (
     prefix_end,
     row_key,
     row_prefix,
+    table_id_of,
     table_prefix,
     unpack_u64,
 )
@@ -60,6 +62,7 @@ MiB = 1024 * 1024
 STORE_FORMAT = 1
 
 _DIGEST_KIND = DIGEST[0]
+_HEADER_KIND = HEADER[0]
 _SOURCE_OFFSET = meta_key("source_offset")
 _CHANGELOG_OFFSET = meta_key("changelog_offset")
 _FORMAT = meta_key("format")
@@ -177,6 +180,22 @@ class PartitionStore:
             raise
         self._source_offset = self._read_offset(_SOURCE_OFFSET)
         self._changelog_offset = self._read_offset(_CHANGELOG_OFFSET) or 0
+        #: the ids of the tables with a partition header in RocksDB, or that had one: a load reads no
+        #: header of another table (most tables never see a deletion or a static cell, and the header
+        #: read of their partitions is a miss that costs as much as a hit)
+        self.header_tables: set[bytes] = self._tables_with_headers()
+
+    def _tables_with_headers(self) -> set[bytes]:
+        """One seek per table with headers."""
+        found: set[bytes] = set()
+        read = ReadOptions()
+        read.set_iterate_upper_bound(prefix_end(HEADER))
+        start = HEADER
+        while (key := next(iter(self.db.keys(from_key=start, read_opt=read)), None)) is not None:
+            table_id = table_id_of(key)
+            found.add(table_id)
+            start = prefix_end(table_prefix(HEADER, table_id))
+        return found
 
     def _check_identity(self) -> None:
         stored_format = self.db.get(_FORMAT)
@@ -254,7 +273,10 @@ class PartitionStore:
         source_offset: int | None,
         changelog_offset: int,
     ) -> int:
-        """Write entries (None: delete) and both offsets in one atomic WriteBatch; how many entries."""
+        """Write entries (None: delete) and both offsets in one atomic WriteBatch; how many entries.
+
+        A digest entry brings its age key along (``digest_age_key_of``): the transaction and the
+        changelog carry one record per remembered digest, not two. The horizon deletes both keys."""
         self._check_usable()
         if changelog_offset < 0:
             raise StoreError(f"changelog offset {changelog_offset} of partition {self.partition} is negative")
@@ -270,8 +292,13 @@ class PartitionStore:
                 batch.delete(key)
             else:
                 batch.put(key, value)
-            if key[0] == _DIGEST_KIND:
+            kind = key[0]
+            if kind == _DIGEST_KIND:
+                if value is not None:
+                    batch.put(self._age_key(key, value), b"")
                 digests.append((key, value is not None))
+            elif kind == _HEADER_KIND and value is not None:
+                self.header_tables.add(table_id_of(key))  # before the write: a superset is safe
             count += 1
         if source_offset is None:
             batch.delete(_SOURCE_OFFSET)
@@ -293,6 +320,12 @@ class PartitionStore:
             else:
                 recent.discard(key)
         return count
+
+    def _age_key(self, key: bytes, first_seen: bytes) -> bytes:
+        try:
+            return digest_age_key_of(key, first_seen)
+        except StoreError as exc:
+            raise StoreError(f"partition {self.partition}: {exc}") from None
 
     def restore(
         self,
@@ -405,7 +438,8 @@ class PartitionStore:
         """Close the DB; an open transaction is dropped (its writes never reached RocksDB)."""
         if self._closed:
             return
-        self._active = None
+        if self._active is not None:
+            self._active.rollback()
         self._closed = True
         self.db.close()
 

@@ -52,7 +52,6 @@ from state.store.keys import (
     DUE,
     HEADER,
     ROW,
-    digest_age_key,
     digest_age_until,
     digest_key,
     due_key,
@@ -207,7 +206,8 @@ class StateTransaction:
         return self._open
 
     def _check_open(self) -> None:
-        if not self._open or self._store.closed:
+        # closing the store rolls its open transaction back, so ``_open`` says it all
+        if not self._open:
             raise StoreError(f"the transaction on partition {self._store.partition} is already finished")
 
     # -- raw access (overlay first)
@@ -282,7 +282,11 @@ class StateTransaction:
         bench/state_store.py)."""
         prefix = row_prefix(table_id, partition_key)
         full = [header_key(table_id, partition_key), *(prefix + k for k in keys)]
-        values = [self._get(key) for key in full]
+        get = self._get
+        if table_id in self._store.header_tables or full[0] in self._overlay:
+            values = [get(key) for key in full]
+        else:  # no header of this table was ever committed, nor written here
+            values = [None, *(get(key) for key in full[1:])]
         self._known.update(zip(full, values, strict=True))
         return full, values
 
@@ -585,10 +589,19 @@ class StateTransaction:
     # -- replica copies
 
     def seen_digest(self, digest: bytes) -> bool:
-        """Whether a partition update with this digest was remembered (and not yet expired)."""
-        self._check_open()
+        """Whether a partition update with this digest was remembered (and not yet expired). Asked of
+        every raw record (two thirds are replica copies), so ``_digest_stored`` is written out here."""
+        if not self._open:
+            self._check_open()
         key = digest_key(digest)
-        seen = self._digest_stored(key)
+        overlay = self._overlay
+        if key in overlay:
+            seen = overlay[key] is not None
+        elif key in self._store.recent_digests:
+            seen = True  # committed lately: no RocksDB read
+        else:
+            self.reads += 1
+            seen = self._db.get(key) is not None
         self._unseen_digest = None if seen else key
         return seen
 
@@ -604,12 +617,13 @@ class StateTransaction:
         # the usual call follows a seen_digest that just missed it: nothing was written since
         if key != self._unseen_digest and self._digest_stored(key):
             return False
-        self._put(key, pack_u64(now_ms))
-        self._put(digest_age_key(now_ms, digest), b"")
+        self._put(key, pack_u64(now_ms))  # its age key is written with it at commit (PartitionStore.write)
         return True
 
     def expire_digests(self, before_ms: int, limit: int) -> int:
-        """Forget up to ``limit`` digests first seen before ``before_ms`` (oldest first); how many went."""
+        """Forget up to ``limit`` committed digests first seen before ``before_ms`` (oldest first); how
+        many went. A digest remembered in this transaction has no age key before the commit, so a later
+        pass forgets it."""
         self._check_open()
         doomed: list[bytes] = []
         if limit > 0:

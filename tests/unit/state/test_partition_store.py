@@ -25,7 +25,7 @@ from state.partition_state import PartitionState, prepare_event
 from state.range_tombstones import RangeTombstoneList
 from state.row_state import RowState
 from state.store.codec import stored_due
-from state.store.keys import due_key, meta_key, pack_u64, parse_row_key
+from state.store.keys import digest_age_key, due_key, meta_key, pack_u64, parse_row_key
 from state.store.merge import CHUNK_ROWS, expire_partition, merge_event
 from state.store.partition_store import PartitionStore, StoreOptions
 from state.store.recent_digests import RecentDigests
@@ -276,7 +276,8 @@ def test_a_range_delete_in_a_wide_partition_reads_only_the_rows_it_covers(store:
     with store.transaction() as txn:
         changes = merged(txn, schema, builder.event(DeleteRange(1, low=40_000, high=40_099, ts=20)), NOW)
         assert [c.op for c in changes] == ["d"] * 100
-        assert txn.reads == 1 + 1 + 100  # the header, the header as the sweep's before side, the rows
+        # the header as the sweep's before side, the rows (the load read no header: the table has none)
+        assert txn.reads == 1 + 100
         assert txn.writes == 2  # the header and its due entry (its purge)
         txn.commit(None, 1)
     covered = clustering_key(schema, builder.clustering([40_050]))
@@ -293,6 +294,39 @@ def test_a_range_delete_in_a_wide_partition_reads_only_the_rows_it_covers(store:
         point = builder.event(Write(1, (70_000,), {"v": 1}, ts=30))
         state = txn.load(schema, prepare_event(point, layout_for(schema)), NOW)
         assert len(state.rows) == 1 and txn.reads == 2
+
+
+def test_a_load_reads_the_header_only_of_a_table_that_has_headers(tmp_path: Path) -> None:
+    """A header is read when the table has one in RocksDB (written by a commit or a restore, or found
+    when the store opens) or in the transaction; a load of any other table skips that read."""
+    schema, other = table("gc"), table("desc1")
+    builder = EventBuilder(schema)
+    write = prepare_event(builder.event(Write(1, (5,), {"v": 1}, ts=30)), layout_for(schema))
+    with PartitionStore(tmp_path / "p", 1) as store:
+        assert store.header_tables == set()
+        with store.transaction() as txn:
+            assert txn.load(schema, write, NOW).partition_deletion is None and txn.reads == 1  # the row
+            merged(txn, schema, builder.event(DeletePartition(1, ts=20)), NOW)
+            reads = txn.reads
+            state = txn.load(schema, write, NOW)  # the header of this transaction
+            assert state.partition_deletion is not None and txn.reads == reads + 1
+            log = txn.changelog()
+            txn.commit(None, len(log))
+        assert store.header_tables == {schema.table_id.bytes}
+        with store.transaction() as txn:
+            assert txn.load(schema, write, NOW).partition_deletion is not None and txn.reads == 2
+    with PartitionStore(tmp_path / "p", 1) as store, PartitionStore(tmp_path / "copy", 1) as copy:
+        assert store.header_tables == {schema.table_id.bytes}, "found when the store opens"
+        copy.restore(iter(log), len(log))
+        assert copy.header_tables == {schema.table_id.bytes}, "written by a restore"
+        other_write = prepare_event(
+            EventBuilder(other).event(Write(1, (5,), {"v": 1}, ts=30)), layout_for(other)
+        )
+        with copy.transaction() as txn:
+            assert txn.load(schema, write, NOW).partition_deletion is not None
+            reads = txn.reads
+            txn.load(other, other_write, NOW)
+            assert txn.reads == reads + 1, "the other table's row alone"
 
 
 def test_a_partition_deletion_streams_the_changes_of_a_wide_partition_and_writes_only_its_header(
@@ -455,6 +489,11 @@ def test_misuse_is_refused_with_the_partition_named(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(StoreError, match="closed"):
         store.transaction()
+    with PartitionStore(path, 1) as store:
+        txn = store.transaction()
+        txn.remember_digest(b"x" * 16, 1)
+    with pytest.raises(StoreError, match="partition 1 is already finished"):
+        txn.seen_digest(b"x" * 16)  # closing the store ended its open transaction
 
 
 def test_a_directory_of_other_data_is_not_taken_for_a_store(tmp_path: Path) -> None:
@@ -593,9 +632,10 @@ def test_the_digest_horizon_forgets_the_oldest_digests(store: PartitionStore) ->
     with store.transaction() as txn:
         for digest, ms in digests.items():
             assert txn.remember_digest(digest, ms)
-        assert txn.expire_digests(1050, 100) == 5  # first seen at 1000..1040, in the same transaction
+        assert txn.expire_digests(1050, 100) == 0, "remembered in this transaction: a later pass"
         txn.commit(None, 1)
     with store.transaction() as txn:
+        assert txn.expire_digests(1050, 100) == 5  # first seen at 1000..1040
         assert txn.expire_digests(1200, 3) == 3  # oldest first
         assert [txn.seen_digest(d) for d in list(digests)[5:9]] == [False, False, False, True]
         assert txn.expire_digests(1200, 100) == 12
@@ -607,6 +647,30 @@ def test_the_digest_horizon_forgets_the_oldest_digests(store: PartitionStore) ->
     keys = {k[:1] for k, _ in everything(store)}
     assert keys == {b"D", b"E", b"M"}
     assert sum(1 for k, _ in everything(store) if k[:1] == b"D") == 31
+
+
+def test_the_changelog_carries_a_digest_once_and_a_restore_rebuilds_its_age(tmp_path: Path) -> None:
+    with PartitionStore(tmp_path / "a", 4) as source, source.transaction() as txn:
+        assert txn.remember_digest(b"a" * 16, 1000) and txn.remember_digest(b"b" * 16, 3000)
+        log = txn.changelog()
+        txn.commit(None, len(log))
+        ages = [k for k, _ in everything(source) if k[:1] == b"E"]
+    assert [k[:1] for k, _ in log] == [b"D", b"D"], "one record per digest, no age key"
+    assert ages == [digest_age_key(1000, b"a" * 16), digest_age_key(3000, b"b" * 16)]
+    older = [*log, (digest_age_key(1000, b"a" * 16), b""), (digest_age_key(3000, b"b" * 16), b"")]
+    for name, records in (("new", log), ("older", older)):  # a changelog written before carried both
+        with PartitionStore(tmp_path / name, 4) as copy:
+            copy.restore(iter(records), len(records))
+            assert [k for k, _ in everything(copy) if k[:1] == b"E"] == ages
+            with copy.transaction() as txn:
+                assert txn.expire_digests(2000, 100) == 1
+                assert not txn.seen_digest(b"a" * 16) and txn.seen_digest(b"b" * 16)
+                assert {k[:1] for k, v in txn.changelog() if v is None} == {b"D", b"E"}
+
+
+def test_a_digest_entry_without_a_first_seen_time_is_refused(store: PartitionStore) -> None:
+    with pytest.raises(StoreError, match=r"partition 3: digest entry 44(61)+ has a 3-byte value"):
+        store.restore([(b"D" + b"a" * 16, b"abc")], 1)
 
 
 def test_the_memo_of_recent_digests_follows_commits_deletes_and_rollbacks(store: PartitionStore) -> None:
