@@ -136,10 +136,10 @@ def test_a_standby_copy_takes_a_partition_over_after_kill_9_by_applying_only_the
     )
     assert plain == expected, "without standbys: each change once, the updates merged with the restored rows"
     assert warm == plain, "with standbys the clean events are those of the path without"
-    # without a copy the survivor restores partition 0's whole changelog (a row and two digest entries per
+    # without a copy the survivor restores partition 0's whole changelog (a row and a digest entry per
     # insert); with one, only what the victim committed after the copy caught up (nothing: the victim
     # died idle) and the tail's own transactions, which the survivor writes itself
     assert copied_plain == 0
-    assert restored_plain >= 3 * ROWS, restored_plain
-    assert copied_warm >= 3 * ROWS, copied_warm
+    assert restored_plain >= 2 * ROWS, restored_plain
+    assert copied_warm >= 2 * ROWS, copied_warm
     assert restored_warm < 100, f"the standby copy restored {restored_warm} changelog records, not the tail"
