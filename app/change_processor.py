@@ -252,6 +252,7 @@ class ChangeProcessor:
                 counts.emitted_change(name, op)
             outcome = "applied" if records else "noop"
         counts.record(table.name, outcome)
+        counts.natively.append(table.name)
         if tally is None:
             self.stats.add(counts)
         return outcome

@@ -36,6 +36,7 @@ class TallyMark(NamedTuple):
 
     outcomes: int
     emitted: int
+    natively: int
     expired: int
     newest_write_us: int | None
 
@@ -49,6 +50,8 @@ class BatchTally:
     outcomes: list[tuple[str, str]] = field(default_factory=list)
     #: (table, op) per change event
     emitted: list[tuple[str, str]] = field(default_factory=list)
+    #: the table of each raw event the native core merged whole (``ChangeProcessor.merge_whole``)
+    natively: list[str] = field(default_factory=list)
     expired_changes: int = 0
     digests_expired: int = 0
     dead_letters: list[str] = field(default_factory=list)
@@ -66,12 +69,19 @@ class BatchTally:
             self.newest_write_us = write_time_us
 
     def mark(self) -> TallyMark:
-        return TallyMark(len(self.outcomes), len(self.emitted), self.expired_changes, self.newest_write_us)
+        return TallyMark(
+            len(self.outcomes),
+            len(self.emitted),
+            len(self.natively),
+            self.expired_changes,
+            self.newest_write_us,
+        )
 
     def rewind(self, mark: TallyMark) -> None:
         """Forget what was counted since ``mark`` (an event taken out of the batch)."""
         del self.outcomes[mark.outcomes :]
         del self.emitted[mark.emitted :]
+        del self.natively[mark.natively :]
         self.expired_changes = mark.expired
         self.newest_write_us = mark.newest_write_us
 
@@ -81,6 +91,8 @@ class TableStats:
     events_in: int = 0
     outcomes: Tally[str] = field(default_factory=Tally)
     emitted: Tally[str] = field(default_factory=Tally)
+    #: raw events the native core merged whole (the others that were merged took the Python merge)
+    natively: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -92,6 +104,7 @@ class TableStats:
             "refused": self.outcomes["refused"],
             "emitted": sum(self.emitted.values()),
             "emitted_by_op": dict(sorted(self.emitted.items())),
+            "merged_natively": self.natively,
         }
 
 
@@ -109,12 +122,19 @@ class _TableCounters(Collector):  # type: ignore[misc]
         changes = CounterMetricFamily(
             "cdc_worker_change_events", "change events emitted, by table and op", labels=["table", "op"]
         )
+        natively = CounterMetricFamily(
+            "cdc_worker_native_merges",
+            "raw events the native core merged whole, by table (the other merged events took the Python "
+            "merge: a null, a TTL, a deletion, a static or collection column, Avro change events)",
+            labels=["table"],
+        )
         for name, stats in sorted(self.tables.items()):
             for outcome, count in sorted(stats.outcomes.items()):
                 events.add_metric([name, outcome], count)
             for op, count in sorted(stats.emitted.items()):
                 changes.add_metric([name, op], count)
-        return [events, changes]
+            natively.add_metric([name], stats.natively)
+        return [events, changes, natively]
 
 
 class _LagGauges(Collector):  # type: ignore[misc]
@@ -262,6 +282,8 @@ class WorkerStats:
             stats.outcomes[outcome] += count
         for (table, op), count in Tally(tally.emitted).items():
             self._table(table).emitted[op] += count
+        for table, count in Tally(tally.natively).items():
+            self._table(table).natively += count
         if tally.expired_changes:
             self.expired_changes.inc(tally.expired_changes)
         if tally.digests_expired:
@@ -282,6 +304,7 @@ class WorkerStats:
             totals.events_in += stats.events_in
             totals.outcomes.update(stats.outcomes)
             totals.emitted.update(stats.emitted)
+            totals.natively += stats.natively
         return {
             "uptime_s": round(time.time() - self.started_at, 1),
             "total": totals.as_dict(),

@@ -157,6 +157,7 @@ def test_an_insert_emits_one_create_with_its_image_source_and_time(
             "refused": 0,
             "emitted": 1,
             "emitted_by_op": {"c": 1},
+            "merged_natively": 0,  # this processor has no native merge
         }
     }
     # the merged row is in the committed RocksDB state, not only in the emitted image
