@@ -590,9 +590,9 @@ class StateTransaction:
 
     def seen_digest(self, digest: bytes) -> bool:
         """Whether a partition update with this digest was remembered (and not yet expired). Asked of
-        every raw record (two thirds are replica copies), so ``_digest_stored`` is written out here."""
-        if not self._open:
-            self._check_open()
+        every raw record (two thirds are replica copies): the overlay, then the memo of recent commits,
+        then RocksDB."""
+        self._check_open()
         key = digest_key(digest)
         overlay = self._overlay
         if key in overlay:
@@ -605,17 +605,12 @@ class StateTransaction:
         self._unseen_digest = None if seen else key
         return seen
 
-    def _digest_stored(self, key: bytes) -> bool:
-        if key not in self._overlay and key in self._store.recent_digests:
-            return True  # committed lately: no RocksDB read
-        return self._get(key) is not None
-
     def remember_digest(self, digest: bytes, now_ms: int) -> bool:
         """Remember a digest as first seen at ``now_ms``; False (and no write) when already known."""
         self._check_open()
         key = digest_key(digest)
         # the usual call follows a seen_digest that just missed it: nothing was written since
-        if key != self._unseen_digest and self._digest_stored(key):
+        if key != self._unseen_digest and self.seen_digest(digest):
             return False
         self._put(key, pack_u64(now_ms))  # its age key is written with it at commit (PartitionStore.write)
         return True
