@@ -331,21 +331,49 @@ class BatchLoop:
                 raise
 
     async def _merge_records(self, w: PartitionBatch, records: list[RawRecord], now_ms: int) -> None:
-        """The records of one partition, in offset order: the hot loop of the worker (two thirds of the
-        records are replica copies, dropped in ``_decode`` after a digest lookup)."""
-        poison, partition = self._poison, w.partition
+        """The records of one partition, in offset order: the hot loop of the worker. Two thirds of the
+        records are replica copies, dropped after a digest lookup on their heads; of the rest, those of a
+        table whose event the native merge took in this transaction are offered to it from their bytes
+        (``merge_raw``), and the others, or those it leaves, are decoded (``_decode``)."""
+        poison, partition, schemas = self._poison, w.partition, self.schemas
         heads = self._heads([record.value for record in records])
-        drop_duplicate, merge_whole = self.processor.drop_duplicate, self.processor.merge_whole
+        processor = self.processor
+        drop_duplicate, merge_whole, merge_raw = (
+            processor.drop_duplicate,
+            processor.merge_whole,
+            processor.merge_raw,
+        )
         txn, tally = w.txn, w.tally
+        head: tuple[str, bytes] | None
         for i, record in enumerate(records, 1):
             if i % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # the transactions of the partitions merged before go on
             if poison and (reason := poison.get((partition, record.offset))) is not None:
                 decided: _Ready | _NeedsSchema | DeadLetter | None = DeadLetter(record, "merge_error", reason)
+                head = None
             else:
                 head = heads[i - 1]
-                if head is not None and drop_duplicate(txn, head[0], head[1], tally):
-                    continue  # a copy merged before: decided on its head alone, never decoded
+                if head is not None:
+                    if drop_duplicate(txn, head[0], head[1], tally):
+                        continue  # a copy merged before: decided on its head alone, never decoded
+                    plain = w.plain.get(head[0]) if w.plain_at == schemas.changes else None
+                    if plain is not None:
+                        # the table's common event, merged from the record's bytes (never decoded)
+                        txn.savepoint()
+                        mark, held, sent = tally.mark(), len(w.out), w.sent
+                        try:
+                            taken = merge_raw(txn, record.value, head[1], plain, now_ms, w.out, tally)
+                        except MERGE_ERRORS as exc:
+                            if isinstance(exc, StoreError):
+                                raise
+                            dead = self._undo_event(w, record, plain, exc, mark, held, sent)
+                            w.dead.append(dead)
+                            tally.dead_letters.append(dead.kind)
+                            continue
+                        if taken is not None:
+                            if len(w.out) >= SEND_EARLY_RECORDS:
+                                await self._send_early(w)
+                            continue
                 decided = self._decode(w, record, head)
             if decided is None:
                 continue
@@ -361,9 +389,13 @@ class BatchLoop:
                 try:
                     # the common event in one native call; the others through the Python merge's steps
                     if merge_whole(txn, event, schema, now_ms, w.out, tally) is None:
-                        await self._drive(self.processor.process(txn, event, schema, now_ms, w.out, tally), w)
-                    elif len(w.out) >= SEND_EARLY_RECORDS:
-                        await self._send_early(w)
+                        await self._drive(processor.process(txn, event, schema, now_ms, w.out, tally), w)
+                    else:
+                        if head is not None and schemas.get(schema.table_id) is schema:
+                            # the table's next events in this transaction: straight from their bytes
+                            w.remember_plain(head[0], schema, schemas.changes)
+                        if len(w.out) >= SEND_EARLY_RECORDS:
+                            await self._send_early(w)
                     continue
                 except MERGE_ERRORS as exc:
                     if isinstance(exc, StoreError):

@@ -9,7 +9,10 @@ the image consumers last saw.
 
 The common event, rows of plain live cells, is merged whole by the native core where it is installed
 (``merge_whole``: one call from the stored bytes to the change records); the batch loop offers each event
-to it first, and ``process`` (the Python merge, its specification) takes the rest.
+to it first, and ``process`` (the Python merge, its specification) takes the rest. Once the native merge
+took an event of a table in a transaction, the table's next events are offered to it straight from their
+raw record's bytes (``merge_raw``), which reads them without building the event's dict; only the events
+it leaves are decoded.
 
 What each call did (outcomes, changes emitted, the newest write time merged) goes to the ``BatchTally``
 it is given, which the batch loop counts only once the transaction committed; without one, it is counted
@@ -37,7 +40,7 @@ from cassandra_model.table_schema import TableSchema
 from schemas.change_codec import ChangeCodec
 from schemas.change_event import ChangeEventError, ChangeSource, clean_topic_name
 from schemas.change_json import JsonChangeCodec
-from schemas.raw_event import is_snapshot_source, raw_event_write_time
+from schemas.raw_event import SNAPSHOT_NODE, SNAPSHOT_SEGMENT_ID, is_snapshot_source, raw_event_write_time
 from state.change import RowChange
 from state.errors import StateError, StoreError
 from state.partition_state import ApplyResult, prepare_event
@@ -159,7 +162,15 @@ class ChangeProcessor:
         encoder = self.codec.native_encoder(schema)
         if encoder is None or layout.static or layout.is_counter or schema.dropped_columns:
             return None
-        return self.table_merge(encoder, self.cluster, schema.keyspace, schema.table, self.topic_prefix)
+        return self.table_merge(
+            encoder,
+            self.cluster,
+            schema.keyspace,
+            schema.table,
+            self.topic_prefix,
+            str(schema.table_id),
+            (SNAPSHOT_NODE, SNAPSHOT_SEGMENT_ID),
+        )
 
     def native_merge(self, schema: TableSchema) -> Any:
         """The native merge of the table's events (see ``merge_whole``), or None."""
@@ -234,16 +245,68 @@ class ChangeProcessor:
         )
         if merged is None:
             return None
+        return self._merged(
+            txn, table, prepared.partition_key, keys, event["digest"], merged, now_ms, out, tally
+        )
+
+    def merge_raw(
+        self,
+        txn: StateTransaction,
+        value: bytes,
+        digest: bytes,
+        schema: TableSchema,
+        now_ms: int,
+        out: list[CleanRecord],
+        tally: BatchTally | None = None,
+    ) -> str | None:
+        """``merge_whole`` of the event in a raw record's ``value`` (``digest``: its digest), read by the
+        native core without decoding it into a dict: the worker's common event never becomes Python
+        objects but its keys. None when the native merge does not take it (another table's id, not an
+        event of plain rows of known columns, a partition with a header): nothing was written or
+        counted; decode it and go the usual way, which also checks its columns against the schema (an
+        event this takes writes only columns the schema has)."""
+        table = self._table(schema)
+        native = table.native
+        if native is None:
+            return None
+        plain = native.read_plain(value)
+        if plain is None:
+            return None
+        partition_key, clusterings = plain
+        order = layout_for(schema).clustering
+        keys = [order.key(clustering) for clustering in clusterings]
+        header, stored = txn.load_values(schema, partition_key, keys)
+        if header is not None:
+            return None
+        canonical = [order.canonical(clustering) for clustering in clusterings]
+        merged = native.merge_raw(value, keys, canonical, stored, now_ms)
+        if merged is None:
+            return None
+        return self._merged(txn, table, partition_key, keys, digest, merged, now_ms, out, tally)
+
+    def _merged(
+        self,
+        txn: StateTransaction,
+        table: _Table,
+        partition_key: bytes,
+        keys: list[bytes],
+        digest: bytes,
+        merged: tuple[bool, list[bytes | None], list[tuple[str, bytes, bytes]], int],
+        now_ms: int,
+        out: list[CleanRecord],
+        tally: BatchTally | None,
+    ) -> str:
+        """What the native merge of one event gave, written to the transaction and counted: its outcome."""
         counts = BatchTally() if tally is None else tally
         changed, values, records, write_time = merged
-        txn.remember_digest(event["digest"], now_ms)
+        txn.remember_digest(digest, now_ms)
         counts.merged_write(write_time)
         if not changed:
             outcome = "late"
         else:
             txn.save_values(
-                schema,
-                prepared.partition_key,
+                table.schema,
+                partition_key,
                 [(k, v) for k, v in zip(keys, values, strict=True) if v is not None],
             )
             topic, name = table.topic, table.name

@@ -48,6 +48,19 @@ class PartitionBatch:
     #: per table, the schema version whose dropped columns this transaction has shown (see
     #: ``ChangeProcessor.drops_to_show``)
     drops_shown: dict[uuid.UUID, TableSchema] = field(default_factory=dict)
+    #: per table ("keyspace.table", as raw records' heads name it), the schema version its events are
+    #: merged with straight from their bytes (``ChangeProcessor.merge_raw``): a table one of whose
+    #: events the native merge took in this transaction (so its dropped columns were shown), while the
+    #: worker's schemas are those of ``plain_at`` (``TableSchemas.changes``)
+    plain: dict[str, TableSchema] = field(default_factory=dict)
+    plain_at: int = -1
+
+    def remember_plain(self, table: str, schema: TableSchema, schemas_at: int) -> None:
+        """Merge ``table``'s next events with ``schema`` from their bytes, until the schemas change."""
+        if self.plain_at != schemas_at:
+            self.plain.clear()
+            self.plain_at = schemas_at
+        self.plain[table] = schema
 
     async def abandon(self) -> None:
         """Forget everything: the store is untouched, and what was sent early is aborted."""

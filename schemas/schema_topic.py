@@ -44,6 +44,9 @@ class TableSchemas:
         self._follow: asyncio.Task[None] | None = None
         self._arrived = asyncio.Event()
         self.bad_events = 0
+        #: how many times a table's schema was set: a copy of a schema taken at one count is the one
+        #: ``get`` returns as long as the count stays
+        self.changes = 0
 
     def get(self, table_id: uuid.UUID) -> TableSchema | None:
         return self._tables.get(table_id)
@@ -129,6 +132,7 @@ class TableSchemas:
             return
         self._dropped.discard(table_id)
         self._tables[table_id] = schema
+        self.changes += 1
         self._arrived.set()
 
     async def wait_for(

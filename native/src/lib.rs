@@ -36,6 +36,7 @@ mod mutation_decoder;
 mod protocol_rows;
 mod raw_event;
 mod raw_event_dict;
+mod raw_event_plain;
 mod row_codec;
 mod row_merge;
 mod segment_reader;
@@ -1080,6 +1081,10 @@ struct TableMerge {
     ranks: HashMap<String, usize>,
     /// per column of the ChangeJson, in its order: the column's rank
     slots: Vec<usize>,
+    /// the table's id as raw events name it (None: `read_plain` and `merge_raw` take no event)
+    table_id: Option<String>,
+    /// the node and segment of a bootstrap read's source (such events are the Python merge's)
+    snapshot_source: Option<(String, i64)>,
 }
 
 /// A merged row's image parts: its values in the ChangeJson's column order (`slots`: each one's rank).
@@ -1104,6 +1109,28 @@ struct EventRow<'py> {
     liveness: Option<i64>,
     cells: Vec<(usize, i64, Bound<'py, PyBytes>)>,
     stored: Option<Bound<'py, PyBytes>>,
+}
+
+impl<'py> EventRow<'py> {
+    fn parts(&self) -> MergeRow<'_> {
+        MergeRow {
+            key: self.key.as_bytes(),
+            clustering: self.clustering.iter().map(|v| v.as_ref().map(|b| b.as_bytes())).collect(),
+            liveness: self.liveness,
+            cells: self.cells.iter().map(|(r, t, v)| (*r, *t, v.as_bytes())).collect(),
+            stored: self.stored.as_ref().map(|b| b.as_bytes()),
+        }
+    }
+}
+
+/// One row of an event as the merge takes it: its key, canonical clustering, liveness timestamp,
+/// cells (rank, timestamp, value) and stored value (None: no stored row).
+struct MergeRow<'a> {
+    key: &'a [u8],
+    clustering: Vec<Option<&'a [u8]>>,
+    liveness: Option<i64>,
+    cells: Vec<(usize, i64, &'a [u8])>,
+    stored: Option<&'a [u8]>,
 }
 
 impl TableMerge {
@@ -1216,7 +1243,11 @@ impl TableMerge {
 impl TableMerge {
     /// `json`: the table's ChangeJson (a table without static columns); the other fields are the
     /// change events' source (a ChangeSource's `cluster`, `keyspace`, `table` and `name`).
+    /// `table_id` (the id's text in raw events) and `snapshot_source` (a bootstrap read's node and
+    /// segment id) let it merge events straight from a raw record's value (`read_plain`, `merge_raw`).
     #[new]
+    #[pyo3(signature = (json, cluster, keyspace, table, name, table_id=None, snapshot_source=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         json: Py<ChangeJson>,
@@ -1224,6 +1255,8 @@ impl TableMerge {
         keyspace: String,
         table: String,
         name: String,
+        table_id: Option<String>,
+        snapshot_source: Option<(String, i64)>,
     ) -> PyResult<TableMerge> {
         let mut names = Vec::new();
         for (key, _, is_static, _) in &json.get().columns {
@@ -1248,7 +1281,7 @@ impl TableMerge {
             snapshot: false,
             expired: false,
         };
-        Ok(TableMerge { json, source, names: sorted, ranks, slots })
+        Ok(TableMerge { json, source, names: sorted, ranks, slots, table_id, snapshot_source })
     }
 
     /// Merge one event: `rows` its prepared rows (key, canonical clustering, record), `stored` their
@@ -1280,40 +1313,162 @@ impl TableMerge {
                 None => return Ok(None),
             }
         }
-        // the rows in clustering order; a row named twice is the Python merge's (each would meet the other)
-        let mut order: Vec<usize> = (0..objects.len()).collect();
-        order.sort_by(|a, b| objects[*a].key.as_bytes().cmp(objects[*b].key.as_bytes()));
-        if order.windows(2).any(|w| objects[w[0]].key.as_bytes() == objects[w[1]].key.as_bytes()) {
-            return Ok(None);
-        }
-        let mut source = match (Int::of(segment_id).fitted(), Int::of(offset).fitted()) {
+        let source = match (Int::of(segment_id).fitted(), Int::of(offset).fitted()) {
             (Some(segment_id), Some(offset)) => SourceParts { node, segment_id, offset, ..self.source.clone() },
             _ => return Ok(None),
         };
+        let parts: Vec<MergeRow<'_>> = objects.iter().map(|r| r.parts()).collect();
+        self.merge_rows(py, partition_key.as_bytes(), &parts, source, ts_ms)
+    }
+
+    /// The event in a raw record's value if `merge_raw` may take it (raw_event_plain.rs: an event of
+    /// this table, not a bootstrap read, of plain rows whose cells are all of known columns): (its
+    /// partition key, its rows' clusterings as tuples), for the caller to find their keys and stored
+    /// values. None: decode the event and merge it the usual way.
+    fn read_plain(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<(Py<PyBytes>, Py<PyList>)>> {
+        let data = match value.downcast::<PyBytes>() {
+            Ok(data) => data.as_bytes(),
+            Err(_) => return Ok(None),
+        };
+        let event = match self.plain_event(data) {
+            Some(event) => event,
+            None => return Ok(None),
+        };
+        let clusterings = PyList::empty_bound(py);
+        for row in &event.rows {
+            let values = row.clustering.iter().map(|v| match v {
+                Some(b) => PyBytes::new_bound(py, b).into_any(),
+                None => py.None().into_bound(py),
+            });
+            clusterings.append(PyTuple::new_bound(py, values))?;
+        }
+        Ok(Some((PyBytes::new_bound(py, event.partition_key).unbind(), clusterings.unbind())))
+    }
+
+    /// `merge` of the event in a raw record's value that `read_plain` read: `keys` and `clusterings`
+    /// its rows' keys and canonical clusterings, `stored` their stored values, in the order of its rows.
+    /// The same result as `merge` of its prepared rows, or None.
+    #[pyo3(signature = (value, keys, clusterings, stored, ts_ms))]
+    fn merge_raw(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyBytes>,
+        keys: &Bound<'_, PyList>,
+        clusterings: &Bound<'_, PyList>,
+        stored: &Bound<'_, PyList>,
+        ts_ms: i64,
+    ) -> PyResult<Option<(bool, Py<PyList>, Py<PyList>, i64)>> {
+        let event = match self.plain_event(value.as_bytes()) {
+            Some(event) => event,
+            None => return Ok(None),
+        };
+        let n = event.rows.len();
+        if keys.len() != n || clusterings.len() != n || stored.len() != n {
+            return Err(PyValueError::new_err("TableMerge.merge_raw: one key, clustering and stored value per row"));
+        }
+        // the Python objects the rows' parts are borrowed from
+        let mut objects = Vec::with_capacity(n);
+        for i in 0..n {
+            let key = match keys.get_item(i)?.downcast_into::<PyBytes>() {
+                Ok(k) => k,
+                Err(_) => return Ok(None),
+            };
+            let clustering = match stored_clustering(&clusterings.get_item(i)?) {
+                Some(values) => values,
+                None => return Ok(None),
+            };
+            let value = stored.get_item(i)?;
+            let value = if value.is_none() {
+                None
+            } else {
+                match value.downcast_into::<PyBytes>() {
+                    Ok(b) => Some(b),
+                    Err(_) => return Ok(None),
+                }
+            };
+            objects.push((key, clustering, value));
+        }
+        let mut parts = Vec::with_capacity(n);
+        for (row, (key, clustering, value)) in event.rows.iter().zip(objects.iter()) {
+            let mut cells = Vec::with_capacity(row.cells.len());
+            for cell in &row.cells {
+                match self.ranks.get(cell.column) {
+                    Some(rank) => cells.push((*rank, cell.timestamp, cell.value)),
+                    None => return Ok(None),
+                }
+            }
+            parts.push(MergeRow {
+                key: key.as_bytes(),
+                clustering: clustering.iter().map(|v| v.as_ref().map(|b| b.as_bytes())).collect(),
+                liveness: row.liveness,
+                cells,
+                stored: value.as_ref().map(|b| b.as_bytes()),
+            });
+        }
+        let source = SourceParts {
+            node: Some(event.node.to_string()),
+            segment_id: Some(event.segment_id),
+            offset: Some(event.entry_offset),
+            ..self.source.clone()
+        };
+        self.merge_rows(py, event.partition_key, &parts, source, ts_ms)
+    }
+}
+
+impl TableMerge {
+    /// The plain event in `data` if it is this table's, no bootstrap read, and writes known columns only.
+    fn plain_event<'a>(&self, data: &'a [u8]) -> Option<raw_event_plain::PlainEvent<'a>> {
+        let table_id = self.table_id.as_deref()?;
+        let event = raw_event_plain::read(data)?;
+        if event.table_id != table_id {
+            return None;
+        }
+        if let Some((node, segment_id)) = &self.snapshot_source {
+            if event.node == node && event.segment_id == *segment_id {
+                return None;
+            }
+        }
+        let known = event.rows.iter().all(|row| row.cells.iter().all(|c| self.ranks.contains_key(c.column)));
+        known.then_some(event)
+    }
+
+    /// The merge of one event's rows (see `merge`); `source` with the event's node, segment and offset.
+    fn merge_rows(
+        &self,
+        py: Python<'_>,
+        partition_key: &[u8],
+        objects: &[MergeRow<'_>],
+        mut source: SourceParts,
+        ts_ms: i64,
+    ) -> PyResult<Option<(bool, Py<PyList>, Py<PyList>, i64)>> {
+        // the rows in clustering order; a row named twice is the Python merge's (each would meet the other)
+        let mut order: Vec<usize> = (0..objects.len()).collect();
+        order.sort_by(|a, b| objects[*a].key.cmp(objects[*b].key));
+        if order.windows(2).any(|w| objects[w[0]].key == objects[w[1]].key) {
+            return Ok(None);
+        }
         let columns = self.names.len();
         let rank_of = |name: &str| self.ranks.get(name).copied();
-        // per row: its clustering, the stored row, the row after the merge, the newest kept timestamp
+        // per row: the stored row, the row after the merge, the newest kept timestamp
         let mut merged = Vec::with_capacity(objects.len());
-        for row in &objects {
-            let clustering: Vec<Option<&[u8]>> = row.clustering.iter().map(|v| v.as_ref().map(|b| b.as_bytes())).collect();
-            let before = match &row.stored {
+        for row in objects {
+            let before = match row.stored {
                 None => None,
-                Some(value) => match row_merge::stored(value.as_bytes(), &clustering, columns, &rank_of) {
+                Some(value) => match row_merge::stored(value, &row.clustering, columns, &rank_of) {
                     Some(r) => Some(r),
                     None => return Ok(None),
                 },
             };
-            let cells: Vec<(usize, i64, &[u8])> = row.cells.iter().map(|(r, t, v)| (*r, *t, v.as_bytes())).collect();
             let mut after = before.clone().unwrap_or_else(|| row_merge::PlainRow::empty(columns));
-            let kept = after.merge(row.liveness, &cells);
-            merged.push((clustering, before, after, kept));
+            let kept = after.merge(row.liveness, &row.cells);
+            merged.push((before, after, kept));
         }
-        order.retain(|i| merged[*i].3.is_some()); // the rows the event changed
+        order.retain(|i| merged[*i].2.is_some()); // the rows the event changed
         let json = self.json.get();
-        let partition_key = partition_key.as_bytes();
         let records = PyList::empty_bound(py);
         for &i in &order {
-            let (clustering, before, after, kept) = &merged[i];
+            let clustering = &objects[i].clustering;
+            let (before, after, kept) = &merged[i];
             let op = match before {
                 Some(b) if b.exists() => {
                     if b.same_values(after) {
@@ -1339,20 +1494,20 @@ impl TableMerge {
             }
         }
         let values = PyList::empty_bound(py);
-        for (row, (clustering, _, after, kept)) in objects.iter().zip(merged.iter()) {
+        for (row, (_, after, kept)) in objects.iter().zip(merged.iter()) {
             if kept.is_none() {
                 values.append(py.None())?;
                 continue;
             }
-            let new = after.encode(clustering, &self.names);
-            match &row.stored {
-                Some(old) if old.as_bytes() == new.as_slice() => values.append(py.None())?,
+            let new = after.encode(&row.clustering, &self.names);
+            match row.stored {
+                Some(old) if old == new.as_slice() => values.append(py.None())?,
                 _ => values.append(PyBytes::new_bound(py, &new))?,
             }
         }
         // the event's write time (raw_event_write_time): its newest part, kept or not
         let mut event_time = i64::MIN;
-        for row in &objects {
+        for row in objects {
             let newest = row.cells.iter().map(|(_, t, _)| *t).chain(row.liveness).max();
             event_time = event_time.max(newest.unwrap_or(i64::MIN));
         }

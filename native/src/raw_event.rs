@@ -273,6 +273,60 @@ pub fn head(data: &[u8]) -> Option<(&str, &str, &[u8])> {
     Some((std::str::from_utf8(keyspace).ok()?, std::str::from_utf8(table).ok()?, digest))
 }
 
+/// Reading position in one event's bytes; every read is None past the end or on an odd value.
+pub struct Cursor<'a> {
+    pub data: &'a [u8],
+    pub pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn long(&mut self) -> Option<i64> {
+        let (value, after) = varint(self.data, self.pos)?;
+        self.pos = after;
+        Some(((value >> 1) as i64) ^ -((value & 1) as i64))
+    }
+
+    /// An Avro int: a long that fits 32 bits.
+    pub fn int(&mut self) -> Option<i64> {
+        let value = self.long()?;
+        i32::try_from(value).ok()?;
+        Some(value)
+    }
+
+    pub fn bytes(&mut self) -> Option<&'a [u8]> {
+        let size = usize::try_from(self.long()?).ok()?;
+        let end = self.pos.checked_add(size)?;
+        let out = self.data.get(self.pos..end)?;
+        self.pos = end;
+        Some(out)
+    }
+
+    pub fn text(&mut self) -> Option<&'a str> {
+        std::str::from_utf8(self.bytes()?).ok()
+    }
+
+    pub fn fixed(&mut self, size: usize) -> Option<&'a [u8]> {
+        let out = self.data.get(self.pos..self.pos + size)?;
+        self.pos += size;
+        Some(out)
+    }
+
+    /// The branch of a two-branch union whose first branch is null: whether the value follows.
+    pub fn present(&mut self) -> Option<bool> {
+        match self.long()? {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// The item count of the next block of an array, 0 at its end. A negative count (a block followed
+    /// by its size in bytes, which Avro allows) is odd here: the Python reader does not take it.
+    pub fn block(&mut self) -> Option<usize> {
+        usize::try_from(self.long()?).ok()
+    }
+}
+
 /// The position after the Avro long at `pos`.
 fn skip_long(data: &[u8], mut pos: usize) -> Option<usize> {
     while *data.get(pos)? & 0x80 != 0 {

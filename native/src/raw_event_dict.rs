@@ -11,61 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use pyo3::intern;
 
-use crate::raw_event::{varint, RAW_FORMAT};
-
-/// Reading position in one event's bytes; every read is None past the end or on an odd value.
-struct Cursor<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn long(&mut self) -> Option<i64> {
-        let (value, after) = varint(self.data, self.pos)?;
-        self.pos = after;
-        Some(((value >> 1) as i64) ^ -((value & 1) as i64))
-    }
-
-    /// An Avro int: a long that fits 32 bits.
-    fn int(&mut self) -> Option<i64> {
-        let value = self.long()?;
-        i32::try_from(value).ok()?;
-        Some(value)
-    }
-
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let size = usize::try_from(self.long()?).ok()?;
-        let end = self.pos.checked_add(size)?;
-        let out = self.data.get(self.pos..end)?;
-        self.pos = end;
-        Some(out)
-    }
-
-    fn text(&mut self) -> Option<&'a str> {
-        std::str::from_utf8(self.bytes()?).ok()
-    }
-
-    fn fixed(&mut self, size: usize) -> Option<&'a [u8]> {
-        let out = self.data.get(self.pos..self.pos + size)?;
-        self.pos += size;
-        Some(out)
-    }
-
-    /// The branch of a two-branch union whose first branch is null: whether the value follows.
-    fn present(&mut self) -> Option<bool> {
-        match self.long()? {
-            0 => Some(false),
-            1 => Some(true),
-            _ => None,
-        }
-    }
-
-    /// The item count of the next block of an array, 0 at its end. A negative count (a block followed
-    /// by its size in bytes, which Avro allows) is odd here: the Python reader does not take it.
-    fn block(&mut self) -> Option<usize> {
-        usize::try_from(self.long()?).ok()
-    }
-}
+use crate::raw_event::{Cursor, RAW_FORMAT};
 
 /// Unwraps a read (None: odd bytes) and then a Python call's result, in a function returning both.
 macro_rules! read {

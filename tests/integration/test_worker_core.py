@@ -34,6 +34,7 @@ from app.group_offsets import GroupOffsets
 from app.partition_producers import PartitionProducers, partition_transactional_id
 from app.partition_states import PartitionStates, changelog_topic
 from app.transactional_sink import Outgoing, TransactionalSink
+from app.worker_core import AVAILABLE, change_json, table_merge
 from app.worker_stats import WorkerStats
 from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
@@ -203,8 +204,12 @@ async def worker_core(
             topics=topics,
             partitions=partitions,
             schemas=schemas,
-            processor=ChangeProcessor(
-                cluster="c", topic_prefix=dep.prefix, codec=JsonChangeCodec(), stats=stats
+            processor=ChangeProcessor(  # on the core the worker runs (app/worker.py)
+                cluster="c",
+                topic_prefix=dep.prefix,
+                codec=JsonChangeCodec(native=change_json(AVAILABLE)),
+                stats=stats,
+                table_merge=table_merge(AVAILABLE),
             ),
             producers=producers,
             group_offsets=offsets,

@@ -17,6 +17,7 @@ import signal
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -292,6 +293,46 @@ def test_a_cell_of_a_column_the_worker_does_not_know_yet_waits_for_the_newer_sch
         assert await committed(kafka_bootstrap, dep.topics.dead_letter) == []
 
     asyncio.run(main())
+
+
+def test_a_column_the_worker_does_not_know_waits_even_among_events_merged_from_their_bytes(
+    kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One batch: inserts of users (the native merge takes the first decoded, the next ones straight
+    from their bytes), then a write of a column added since, then one more insert. The write must
+    wait for the schema that has its column, not be merged with the old one (its cell stored but never
+    shown), and the insert after it be merged with the newer schema."""
+    taken: list[str] = []
+    merge_raw = change_processor.ChangeProcessor.merge_raw
+
+    def counting(self: change_processor.ChangeProcessor, *args: Any, **kwargs: Any) -> str | None:
+        outcome = merge_raw(self, *args, **kwargs)
+        if outcome is not None:
+            taken.append(outcome)
+        return outcome
+
+    monkeypatch.setattr(change_processor.ChangeProcessor, "merge_raw", counting)
+
+    async def main() -> None:
+        dep = await deploy(kafka_bootstrap)
+        before = [(0, "users", insert(dep, i, i, 10)) for i in (1, 2, 3)]
+        altered = add_column(dep, "users", "x", "int")
+        write = altered.event(Write(4, (), {"v": 4, "x": 5}, ts=20, insert=True))
+        records = await dep.produce([*before, (0, "users", write), (0, "users", insert(dep, 5, 5, 10))])
+        async with worker_core(dep, tmp_path) as core:
+            task = asyncio.create_task(core.loop.process(records))
+            await asyncio.sleep(1.0)
+            assert not task.done(), "an event with an unknown column did not wait for its schema"
+            await dep.publish_schema("users")
+            assert await asyncio.wait_for(task, batch_loop.SCHEMA_WAIT_S) == 5
+            assert users_stats(core.stats, dep)["merged_natively"] == 5
+        history = await changes(kafka_bootstrap, dep.clean_topic())
+        assert ops(history) == [(i, "c") for i in (1, 2, 3, 4, 5)]
+        assert history[3][2]["after"]["x"] == 5 and history[4][2]["after"]["x"] is None, history
+        assert await committed(kafka_bootstrap, dep.topics.dead_letter) == []
+
+    asyncio.run(main())
+    assert taken == ["applied"] * 3  # events 2, 3 (the first schema) and 5 (the newer one)
 
 
 def test_a_cell_whose_column_never_arrives_is_dead_lettered_after_the_wait(

@@ -44,7 +44,9 @@ def drive(steps: Generator[None, None, T]) -> T:
 
 class BatchDriver:
     """One raw partition of a worker running with ``settings`` (default: the config's defaults);
-    ``table_merge`` as ChangeProcessor's (the native whole-event merge)."""
+    ``table_merge`` as ChangeProcessor's (the native whole-event merge); ``raw``: each event is first
+    offered to ``merge_raw`` from its encoded bytes, as the batch loop does once its table's events are
+    merged natively."""
 
     def __init__(
         self,
@@ -54,6 +56,7 @@ class BatchDriver:
         codec: ChangeCodec | None = None,
         settings: WorkerConfig | None = None,
         table_merge: Callable[..., Any] | None = None,
+        raw: bool = False,
     ) -> None:
         self.settings = settings if settings is not None else WorkerConfig(data_directory=path)
         self.store = PartitionStore(path, 0, StoreOptions(tombstone_floor_s=self.settings.tombstone_floor))
@@ -63,6 +66,7 @@ class BatchDriver:
             cluster="c1", topic_prefix="clean", codec=self.codec, stats=self.stats, table_merge=table_merge
         )
         self.schemas: dict[uuid.UUID, TableSchema] = {s.table_id: s for s in schemas}
+        self.raw = raw
 
     def __enter__(self) -> BatchDriver:
         return self
@@ -78,8 +82,12 @@ class BatchDriver:
         drive(self.processor.expire(txn, self.schemas, now_ms, out))
         txn.expire_digests(now_ms - self.settings.digest_horizon_s * 1000, 100_000)
         for event in events:
-            if not self.processor.drop_duplicate(txn, *_head_of(encode_raw_event(event))):
+            value = encode_raw_event(event)
+            table, digest = _head_of(value)
+            if not self.processor.drop_duplicate(txn, table, digest):
                 schema = self.schemas[uuid.UUID(str(event["table_id"]))]
+                if self.raw and self.processor.merge_raw(txn, value, digest, schema, now_ms, out) is not None:
+                    continue
                 if self.processor.merge_whole(txn, event, schema, now_ms, out) is None:
                     drive(self.processor.process(txn, event, schema, now_ms, out))
         txn.commit(None, self.store.changelog_offset + len(txn.changelog()))

@@ -25,7 +25,13 @@ from cassandra_model.ddl_parser import load_schema_from_cql
 from cassandra_model.table_schema import TableSchema
 from schemas.change_event import ChangeEventError
 from schemas.change_json import JsonChangeCodec
-from schemas.raw_event import raw_event_write_time
+from schemas.raw_event import (
+    SNAPSHOT_NODE,
+    SNAPSHOT_SEGMENT_ID,
+    decode_raw_event,
+    encode_raw_event,
+    raw_event_write_time,
+)
 from testkit.event_builder import (
     NOW,
     DeleteColumns,
@@ -55,9 +61,11 @@ assert PLAIN is not None
 
 
 class CountingMerge:
-    """A TableMerge that counts the events it took (returned a result for)."""
+    """A TableMerge that counts the events it took (returned a result for), from prepared rows
+    (``taken``) and from raw bytes (``taken_raw``)."""
 
     taken = 0
+    taken_raw = 0
 
     def __init__(self, *args: Any) -> None:
         self.inner = TableMerge(*args)
@@ -71,6 +79,16 @@ class CountingMerge:
             assert result[3] == raw_event_write_time({**event, "rows": [record for _, _, record in rows]})
         return result
 
+    def read_plain(self, value: bytes) -> Any:
+        return self.inner.read_plain(value)
+
+    def merge_raw(self, value: bytes, *args: Any) -> Any:
+        result = self.inner.merge_raw(value, *args)
+        if result is not None:
+            CountingMerge.taken_raw += 1
+            assert result[3] == raw_event_write_time(decode_raw_event(value))
+        return result
+
 
 def counted(stats: WorkerStats) -> dict[str, dict[str, object]]:
     """Per table what the events did, without how they were merged."""
@@ -80,30 +98,48 @@ def counted(stats: WorkerStats) -> dict[str, dict[str, object]]:
     }
 
 
+def natively(stats: WorkerStats) -> int:
+    return sum(c.natively for c in stats.tables.values())
+
+
 class Pair:
-    """The same partition of two workers: native merge and Python merge."""
+    """The same partition of three workers: the native merge of prepared rows, the native merge from
+    raw bytes (before the first), and the Python merge."""
 
     def __init__(self, tmp_path: Path, schemas: list[TableSchema]) -> None:
-        self.native = BatchDriver(
-            tmp_path / "native", schemas, codec=JsonChangeCodec(native=ChangeJson), table_merge=CountingMerge
-        )
+        codec = JsonChangeCodec(native=ChangeJson)
+        self.native = BatchDriver(tmp_path / "native", schemas, codec=codec, table_merge=CountingMerge)
+        self.raw = BatchDriver(tmp_path / "raw", schemas, codec=codec, table_merge=CountingMerge, raw=True)
         self.python = BatchDriver(tmp_path / "python", schemas, codec=JsonChangeCodec(native=ChangeJson))
-        CountingMerge.taken = 0
+        CountingMerge.taken = CountingMerge.taken_raw = 0
+        #: events the native merge took in the first and in the second worker
+        self.taken_native = self.taken_raw = 0
 
     def batch(self, now_s: int, *events: dict[str, Any]) -> None:
+        taken = CountingMerge.taken
         native = self.native.batch(now_s, *events)
+        self.taken_native += CountingMerge.taken - taken
+        taken, taken_raw = CountingMerge.taken, CountingMerge.taken_raw
+        raw = self.raw.batch(now_s, *events)
+        self.taken_raw += CountingMerge.taken - taken + CountingMerge.taken_raw - taken_raw
         python = self.python.batch(now_s, *events)
-        assert [(r.topic, r.key, r.value) for r in native] == [(r.topic, r.key, r.value) for r in python]
-        assert counted(self.native.stats) == counted(self.python.stats)
-        assert sum(c.natively for c in self.native.stats.tables.values()) == CountingMerge.taken
-        assert sum(c.natively for c in self.python.stats.tables.values()) == 0
+        expected = [(r.topic, r.key, r.value) for r in python]
+        assert [(r.topic, r.key, r.value) for r in native] == expected
+        assert [(r.topic, r.key, r.value) for r in raw] == expected
+        assert counted(self.native.stats) == counted(self.python.stats) == counted(self.raw.stats)
+        assert natively(self.native.stats) == self.taken_native
+        # from raw bytes or else prepared rows, the native merge takes the same events
+        assert natively(self.raw.stats) == self.taken_raw == self.taken_native
+        assert natively(self.python.stats) == 0
 
     def assert_same_store(self) -> None:
-        assert list(self.native.store.db.items()) == list(self.python.store.db.items())
+        expected = list(self.python.store.db.items())
+        assert list(self.native.store.db.items()) == expected
+        assert list(self.raw.store.db.items()) == expected
 
     def close(self) -> None:
-        self.native.store.close()
-        self.python.store.close()
+        for driver in (self.native, self.raw, self.python):
+            driver.store.close()
 
 
 def random_value(rng: random.Random, column: str) -> Any:
@@ -164,7 +200,7 @@ def test_random_histories_give_the_same_records_and_stored_bytes(tmp_path: Path,
         pair.assert_same_store()
     finally:
         pair.close()
-    assert CountingMerge.taken > 0
+    assert CountingMerge.taken > 0 and CountingMerge.taken_raw > 0
 
 
 def test_the_native_merge_takes_the_common_insert_and_update(tmp_path: Path) -> None:
@@ -193,7 +229,7 @@ def test_the_native_merge_takes_the_common_insert_and_update(tmp_path: Path) -> 
         assert pair.python.stats.tables["ks.plain"].as_dict()["merged_natively"] == 0
     finally:
         pair.close()
-    assert CountingMerge.taken == 10
+    assert CountingMerge.taken == CountingMerge.taken_raw == 10
 
 
 def test_equal_timestamps_keep_the_greater_value(tmp_path: Path) -> None:
@@ -205,7 +241,7 @@ def test_equal_timestamps_keep_the_greater_value(tmp_path: Path) -> None:
         pair.assert_same_store()
     finally:
         pair.close()
-    assert CountingMerge.taken == 4
+    assert CountingMerge.taken == CountingMerge.taken_raw == 4
 
 
 def test_a_value_the_native_encoder_refuses_goes_to_python_which_names_it(tmp_path: Path) -> None:
@@ -215,12 +251,12 @@ def test_a_value_the_native_encoder_refuses_goes_to_python_which_names_it(tmp_pa
     pair = Pair(tmp_path, [PLAIN])
     try:
         bad = builder.event(Write(1, (1, "k"), {"v2": Raw(b"\xff\xfe")}, ts=50, insert=True))
-        for driver in (pair.native, pair.python):
+        for driver in (pair.native, pair.raw, pair.python):
             with pytest.raises(ChangeEventError, match=r"ks\.plain: a row image does not decode"):
                 driver.batch(NOW, bad)
     finally:
         pair.close()
-    assert CountingMerge.taken == 0
+    assert CountingMerge.taken == CountingMerge.taken_raw == 0
 
 
 def case_pairs(case: Case) -> bool:
@@ -252,5 +288,47 @@ def test_a_table_with_static_columns_or_dropped_columns_has_no_native_merge(tmp_
         assert driver.processor.native_merge(readd) is None
         assert driver.processor.native_merge(kv) is None
         assert driver.processor.native_merge(PLAIN) is not None
+    finally:
+        driver.store.close()
+
+
+def test_from_raw_bytes_it_takes_only_plain_events_of_its_own_table(tmp_path: Path) -> None:
+    """``read_plain`` (and so ``merge_raw``) leaves every event that is not its table's or not plain,
+    odd bytes included: the batch loop then decodes it and goes the usual way, where its columns are
+    checked against the schema (a column the schema lacks waits for a newer one)."""
+    driver = BatchDriver(tmp_path, [PLAIN], codec=JsonChangeCodec(native=ChangeJson), table_merge=TableMerge)
+    wider = load_schema_from_cql(
+        f"CREATE TABLE ks.plain (pk int, c1 int, c2 text, v1 int, v2 text, v3 double, v4 bigint, v5 boolean, "
+        f"v6 decimal, v7 uuid, v8 int, PRIMARY KEY (pk, c1, c2)) WITH CLUSTERING ORDER BY (c1 DESC, c2 ASC) "
+        f"AND ID = {PLAIN.table_id}"
+    ).by_name("ks", "plain")
+    assert wider is not None
+    try:
+        merge = driver.processor.native_merge(PLAIN)
+        builder = EventBuilder(PLAIN)
+        plain = builder.event(Write(1, (1, "k"), {"v1": 1, "v2": "a"}, ts=50, insert=True))
+        value = encode_raw_event(plain)
+        partition_key, clusterings = merge.read_plain(value)
+        assert (partition_key, clusterings) == (
+            plain["partition_key"],
+            [tuple(plain["rows"][0]["clustering"])],
+        )
+        left = {
+            "another table's id": {**plain, "table_id": str(uuid.uuid4())},
+            "a bootstrap read": {
+                **plain,
+                "source": {**plain["source"], "node": SNAPSHOT_NODE, "segment_id": SNAPSHOT_SEGMENT_ID},
+            },
+            "a column the schema lacks": EventBuilder(wider).event(Write(1, (1, "k"), {"v8": 1}, ts=50)),
+            "a TTL": builder.event(Write(1, (1, "k"), {"v1": 1}, ts=50, ttl=60, insert=True)),
+            "a null": builder.event(Write(1, (1, "k"), {"v1": None}, ts=50)),
+            "a row deletion": builder.event(DeleteRow(1, (1, "k"), ts=50)),
+            "a range deletion": builder.event(DeleteRange(1, (), 0, 2, ts=50)),
+            "a partition deletion": builder.event(DeletePartition(1, ts=50)),
+        }
+        odd = {"bytes cut short": value[:-1], "bytes after the event": value + b"\x00"}
+        for why, left_value in [*((w, encode_raw_event(e)) for w, e in left.items()), *odd.items()]:
+            assert merge.read_plain(left_value) is None, why
+            assert merge.merge_raw(left_value, [], [], [], NOW * 1000) is None, why
     finally:
         driver.store.close()
