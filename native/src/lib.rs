@@ -1331,7 +1331,7 @@ impl TableMerge {
             Err(_) => return Ok(None),
         };
         let event = match self.plain_event(data) {
-            Some(event) => event,
+            Some((event, _)) => event,
             None => return Ok(None),
         };
         let clusterings = PyList::empty_bound(py);
@@ -1358,8 +1358,8 @@ impl TableMerge {
         stored: &Bound<'_, PyList>,
         ts_ms: i64,
     ) -> PyResult<Option<(bool, Py<PyList>, Py<PyList>, i64)>> {
-        let event = match self.plain_event(value.as_bytes()) {
-            Some(event) => event,
+        let (event, ranks) = match self.plain_event(value.as_bytes()) {
+            Some(found) => found,
             None => return Ok(None),
         };
         let n = event.rows.len();
@@ -1389,19 +1389,12 @@ impl TableMerge {
             objects.push((key, clustering, value));
         }
         let mut parts = Vec::with_capacity(n);
-        for (row, (key, clustering, value)) in event.rows.iter().zip(objects.iter()) {
-            let mut cells = Vec::with_capacity(row.cells.len());
-            for cell in &row.cells {
-                match self.ranks.get(cell.column) {
-                    Some(rank) => cells.push((*rank, cell.timestamp, cell.value)),
-                    None => return Ok(None),
-                }
-            }
+        for ((row, row_ranks), (key, clustering, value)) in event.rows.iter().zip(ranks.iter()).zip(objects.iter()) {
             parts.push(MergeRow {
                 key: key.as_bytes(),
                 clustering: clustering.iter().map(|v| v.as_ref().map(|b| b.as_bytes())).collect(),
                 liveness: row.liveness,
-                cells,
+                cells: row.cells.iter().zip(row_ranks.iter()).map(|(c, r)| (*r, c.timestamp, c.value)).collect(),
                 stored: value.as_ref().map(|b| b.as_bytes()),
             });
         }
@@ -1416,8 +1409,9 @@ impl TableMerge {
 }
 
 impl TableMerge {
-    /// The plain event in `data` if it is this table's, no bootstrap read, and writes known columns only.
-    fn plain_event<'a>(&self, data: &'a [u8]) -> Option<raw_event_plain::PlainEvent<'a>> {
+    /// The plain event in `data` if it is this table's, no bootstrap read, and writes known columns only;
+    /// with the rank of each of its rows' cells.
+    fn plain_event<'a>(&self, data: &'a [u8]) -> Option<(raw_event_plain::PlainEvent<'a>, Vec<Vec<usize>>)> {
         let table_id = self.table_id.as_deref()?;
         let event = raw_event_plain::read(data)?;
         if event.table_id != table_id {
@@ -1428,8 +1422,16 @@ impl TableMerge {
                 return None;
             }
         }
-        let known = event.rows.iter().all(|row| row.cells.iter().all(|c| self.ranks.contains_key(c.column)));
-        known.then_some(event)
+        // each cell's column rank; a column of another table version leaves the event
+        let mut ranks = Vec::with_capacity(event.rows.len());
+        for row in &event.rows {
+            let mut row_ranks = Vec::with_capacity(row.cells.len());
+            for cell in &row.cells {
+                row_ranks.push(*self.ranks.get(cell.column)?);
+            }
+            ranks.push(row_ranks);
+        }
+        Some((event, ranks))
     }
 
     /// The merge of one event's rows (see `merge`); `source` with the event's node, segment and offset.
